@@ -1,0 +1,260 @@
+// Package state stores the daemon's attachment records: for each container, what
+// multinetd attached and how (delegate config as run, ifname, runtimeConfig,
+// result), so that CNI DEL, CHECK and GC work without the API server or the
+// NetworkAttachmentDefinition (DESIGN.md "The ADD path", step 9).
+//
+// Every write is atomic: the record is written to a temporary file in the same
+// directory, fsynced, renamed over the old file, and the directory is fsynced.
+// A reader therefore sees either the old or the new record, never a torn one.
+// A file that fails to decode is reported as ErrCorrupt and never silently
+// treated as "no attachments".
+package state
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// RecordVersion is the on-disk format version written by this package.
+const RecordVersion = 1
+
+// maxRecordBytes bounds a record file read from disk (a pod with many networks
+// and large results stays far below it).
+const maxRecordBytes = 8 << 20
+
+var (
+	// ErrNotFound is returned by Load when no record exists for the container.
+	ErrNotFound = errors.New("no attachment record")
+	// ErrCorrupt is returned (wrapped) by Load when a record exists but cannot be decoded.
+	ErrCorrupt = errors.New("corrupt attachment record")
+)
+
+// Phase says how far an attachment got.
+type Phase string
+
+const (
+	// PhasePlanned: the delegate ADD was about to run (or ran and its result was
+	// not recorded yet). DEL must still run the delegate's DEL.
+	PhasePlanned Phase = "planned"
+	// PhaseAdded: the delegate ADD succeeded and Result holds its result.
+	PhaseAdded Phase = "added"
+)
+
+// Record is everything multinetd attached for one container (one pod sandbox).
+type Record struct {
+	// Version is RecordVersion at write time.
+	Version int `json:"version"`
+	// ContainerID is the runtime's CNI_CONTAINERID.
+	ContainerID string `json:"containerID"`
+	// Netns is the runtime's CNI_NETNS at ADD time.
+	Netns string `json:"netns"`
+	// PodNamespace, PodName and PodUID identify the pod (from CNI_ARGS).
+	PodNamespace string `json:"podNamespace,omitempty"`
+	PodName      string `json:"podName,omitempty"`
+	PodUID       string `json:"podUID,omitempty"`
+	// CNIArgs is the runtime's CNI_ARGS string, passed again to every delegate on DEL.
+	CNIArgs string `json:"cniArgs,omitempty"`
+	// Attachments in ADD order; DEL runs them in reverse.
+	Attachments []Attachment `json:"attachments"`
+	// Complete is true once the whole ADD succeeded.
+	Complete bool `json:"complete"`
+	// Updated is the time of the last write (RFC 3339).
+	Updated time.Time `json:"updated"`
+}
+
+// Attachment is one delegate invocation: one network on one interface.
+type Attachment struct {
+	// Network is the NetworkAttachmentDefinition key "namespace/name", or the
+	// default network's name when it does not come from a NAD.
+	Network string `json:"network"`
+	// Default is true for the cluster-wide default network (spec §6).
+	Default bool `json:"default,omitempty"`
+	// IfName is the CNI_IFNAME the delegate ran with.
+	IfName string `json:"ifName"`
+	// ConfList is the delegate configuration list exactly as run (JSON, with
+	// name, cniVersion and args.cni injected).
+	ConfList json.RawMessage `json:"confList"`
+	// CapabilityArgs is the runtimeConfig given to the delegates (libcni
+	// injects each key only into plugins declaring the capability).
+	CapabilityArgs map[string]any `json:"capabilityArgs,omitempty"`
+	// Phase says whether the delegate ADD is known to have succeeded.
+	Phase Phase `json:"phase"`
+	// Result is the delegate's CNI result (JSON) when Phase is PhaseAdded.
+	Result json.RawMessage `json:"result,omitempty"`
+	// DeviceInfoFile is the CNI device-info file created for this attachment
+	// (device-info spec §4.2), removed on DEL. Empty when none.
+	DeviceInfoFile string `json:"deviceInfoFile,omitempty"`
+	// DeviceID is the device allocated by kubelet for this attachment, if any.
+	DeviceID string `json:"deviceID,omitempty"`
+}
+
+// Store keeps one record file per container in a directory.
+type Store struct {
+	dir string
+}
+
+// NewStore opens (creating with mode 0700 when missing) the record directory dir.
+// Errors: the directory cannot be created.
+func NewStore(dir string) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("state dir %q: %w", dir, err)
+	}
+	return &Store{dir: dir}, nil
+}
+
+// Dir returns the record directory.
+func (s *Store) Dir() string { return s.dir }
+
+func (s *Store) path(containerID string) (string, error) {
+	if err := validContainerID(containerID); err != nil {
+		return "", err
+	}
+	return filepath.Join(s.dir, containerID+".json"), nil
+}
+
+// validContainerID rejects IDs that could escape the directory or collide with
+// temporary files.
+func validContainerID(id string) error {
+	if id == "" {
+		return errors.New("containerID is empty")
+	}
+	if len(id) > 200 {
+		return fmt.Errorf("containerID %.20q... is longer than 200 bytes", id)
+	}
+	if strings.ContainsAny(id, "/\\\x00") || id == "." || id == ".." || strings.HasPrefix(id, ".") {
+		return fmt.Errorf("containerID %q contains a path separator, NUL or leading dot", id)
+	}
+	return nil
+}
+
+// Save writes r atomically (temp file, fsync, rename, directory fsync),
+// stamping Version and Updated. Errors: invalid ContainerID, any I/O error.
+func (s *Store) Save(r *Record) error {
+	p, err := s.path(r.ContainerID)
+	if err != nil {
+		return fmt.Errorf("save record: %w", err)
+	}
+	r.Version = RecordVersion
+	r.Updated = time.Now().UTC().Truncate(time.Millisecond)
+	data, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("save record %s: encode: %w", r.ContainerID, err)
+	}
+	return writeAtomic(s.dir, p, data)
+}
+
+func writeAtomic(dir, path string, data []byte) error {
+	f, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(path)+"-")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("rename %s: %w", tmp, err)
+	}
+	ok = true
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open dir %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("fsync dir %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Load reads the record of containerID. Errors: ErrNotFound when there is none;
+// an error wrapping ErrCorrupt when the file exists but does not decode (the
+// caller should report it and fall back to what else it knows); I/O errors.
+func (s *Store) Load(containerID string) (*Record, error) {
+	p, err := s.path(containerID)
+	if err != nil {
+		return nil, fmt.Errorf("load record: %w", err)
+	}
+	f, err := os.Open(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("container %s: %w", containerID, ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load record %s: %w", containerID, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("load record %s: %w", containerID, err)
+	}
+	if st.Size() > maxRecordBytes {
+		return nil, fmt.Errorf("record %s is %d bytes, above the %d byte limit: %w", p, st.Size(), maxRecordBytes, ErrCorrupt)
+	}
+	data := make([]byte, st.Size())
+	if _, err := f.ReadAt(data, 0); err != nil && st.Size() > 0 {
+		return nil, fmt.Errorf("load record %s: %w", containerID, err)
+	}
+	var r Record
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("record %s: %v: %w", p, err, ErrCorrupt)
+	}
+	if r.ContainerID != containerID {
+		return nil, fmt.Errorf("record %s names container %q: %w", p, r.ContainerID, ErrCorrupt)
+	}
+	if r.Version > RecordVersion {
+		return nil, fmt.Errorf("record %s has version %d, newer than %d: %w", p, r.Version, RecordVersion, ErrCorrupt)
+	}
+	return &r, nil
+}
+
+// Delete removes the record of containerID; a missing record is not an error.
+func (s *Store) Delete(containerID string) error {
+	p, err := s.path(containerID)
+	if err != nil {
+		return fmt.Errorf("delete record: %w", err)
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("delete record %s: %w", containerID, err)
+	}
+	return nil
+}
+
+// List returns the container IDs that have a record, in directory order.
+// Leftover temporary files from an interrupted write are removed.
+func (s *Store) List() ([]string, error) {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("list records in %s: %w", s.dir, err)
+	}
+	ids := make([]string, 0, len(entries))
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, ".tmp-") {
+			os.Remove(filepath.Join(s.dir, name))
+			continue
+		}
+		if e.IsDir() || !strings.HasSuffix(name, ".json") {
+			continue
+		}
+		ids = append(ids, strings.TrimSuffix(name, ".json"))
+	}
+	return ids, nil
+}

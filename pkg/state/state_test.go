@@ -1,0 +1,156 @@
+package state
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+func sample(id string) *Record {
+	return &Record{
+		ContainerID:  id,
+		Netns:        "/var/run/netns/x",
+		PodNamespace: "ns1",
+		PodName:      "p",
+		PodUID:       "uid-1",
+		CNIArgs:      "IgnoreUnknown=1;K8S_POD_NAMESPACE=ns1",
+		Attachments: []Attachment{
+			{Network: "cbr0", Default: true, IfName: "eth0", ConfList: json.RawMessage(`{"cniVersion":"1.0.0","name":"cbr0","plugins":[{"type":"bridge"}]}`), Phase: PhaseAdded, Result: json.RawMessage(`{"cniVersion":"1.0.0"}`)},
+			{Network: "ns1/net-a", IfName: "net1", ConfList: json.RawMessage(`{"cniVersion":"1.0.0","name":"net-a","plugins":[{"type":"macvlan"}]}`), CapabilityArgs: map[string]any{"mac": "02:00:00:00:00:01"}, Phase: PhasePlanned},
+		},
+	}
+}
+
+func TestSaveLoadRoundTrip(t *testing.T) {
+	s, err := NewStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := sample("abc123")
+	if err := s.Save(in); err != nil {
+		t.Fatal(err)
+	}
+	out, err := s.Load("abc123")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Version != RecordVersion || out.Updated.IsZero() {
+		t.Fatalf("version/updated not stamped: %+v", out)
+	}
+	in.Updated, out.Updated = out.Updated, out.Updated
+	if !reflect.DeepEqual(in, out) {
+		t.Fatalf("round trip differs:\n in=%+v\nout=%+v", in, out)
+	}
+	ids, err := s.List()
+	if err != nil || len(ids) != 1 || ids[0] != "abc123" {
+		t.Fatalf("List = %v, %v", ids, err)
+	}
+	entries, _ := os.ReadDir(s.Dir())
+	if len(entries) != 1 {
+		t.Fatalf("temporary files left behind: %v", entries)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	s, err := NewStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load("missing"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing record: got %v, want ErrNotFound", err)
+	}
+	for name, content := range map[string]string{
+		"truncated": `{"containerID":"truncated","attachments":[{"netw`,
+		"wrongid":   `{"containerID":"other","attachments":[]}`,
+		"future":    `{"version":99,"containerID":"future","attachments":[]}`,
+		"empty":     ``,
+	} {
+		if err := os.WriteFile(filepath.Join(s.Dir(), name+".json"), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Load(name); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: got %v, want ErrCorrupt", name, err)
+		}
+	}
+}
+
+func TestInvalidContainerIDs(t *testing.T) {
+	s, err := NewStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"", "..", "../x", "a/b", ".hidden", "a\x00b"} {
+		if err := s.Save(&Record{ContainerID: id}); err == nil {
+			t.Errorf("Save(%q) accepted an unsafe container ID", id)
+		}
+		if _, err := s.Load(id); err == nil || errors.Is(err, ErrNotFound) {
+			t.Errorf("Load(%q) = %v, want a validation error", id, err)
+		}
+	}
+}
+
+func TestOverwriteAndDelete(t *testing.T) {
+	s, err := NewStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := sample("c1")
+	if err := s.Save(r); err != nil {
+		t.Fatal(err)
+	}
+	r.Attachments[1].Phase = PhaseAdded
+	r.Complete = true
+	if err := s.Save(r); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Load("c1")
+	if err != nil || !got.Complete || got.Attachments[1].Phase != PhaseAdded {
+		t.Fatalf("overwrite not visible: %+v %v", got, err)
+	}
+	if err := s.Delete("c1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete("c1"); err != nil {
+		t.Fatalf("second delete: %v", err)
+	}
+	if _, err := s.Load("c1"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("after delete: %v", err)
+	}
+}
+
+func TestListRemovesInterruptedWrites(t *testing.T) {
+	s, err := NewStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(s.Dir(), ".tmp-c2.json-123")
+	if err := os.WriteFile(tmp, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ids, err := s.List()
+	if err != nil || len(ids) != 0 {
+		t.Fatalf("List = %v, %v", ids, err)
+	}
+	if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("temporary file not removed: %v", err)
+	}
+}
+
+// BenchmarkSave measures one atomic record write (fsync included) on the
+// test's temporary directory.
+func BenchmarkSave(b *testing.B) {
+	s, err := NewStore(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := sample("bench")
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := s.Save(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
