@@ -91,8 +91,8 @@ func buildImage(busybox []byte, applets []string) (v1.Image, error) {
 		return nil, fmt.Errorf("layer: %w", err)
 	}
 	img, err := mutate.Append(empty.Image, mutate.Addendum{
-		Layer:     layer,
-		History:   v1.History{CreatedBy: "multinet hack/tools/mkimage", Created: v1.Time{Time: epoch}},
+		Layer:   layer,
+		History: v1.History{CreatedBy: "multinet hack/tools/mkimage", Created: v1.Time{Time: epoch}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("append layer: %w", err)
