@@ -108,10 +108,10 @@ func (s NetworkStatus) MarshalJSON() ([]byte, error) {
 	if err := enc.Encode(w); err != nil {
 		return nil, err
 	}
-	out := bytes.TrimRight(buf.Bytes(), "\n")
 	if len(s.Extra) == 0 {
-		return out, nil
+		return bytes.TrimRight(buf.Bytes(), "\n"), nil
 	}
+	out := bytes.Clone(bytes.TrimRight(buf.Bytes(), "\n")) // buf is reused below
 	keys := make([]string, 0, len(s.Extra))
 	for k := range s.Extra {
 		keys = append(keys, k)
