@@ -1,0 +1,522 @@
+package netconf
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/utils"
+
+	"github.com/multinet/multinet/pkg/selection"
+)
+
+// Capability names: the runtimeConfig keys a plugin declares in its
+// "capabilities" (CNI CONVENTIONS "Dynamic plugin specific fields"; device-info
+// spec §4 for CNIDeviceInfoFile).
+const (
+	// CapIPs: []string of "ip[/prefix]" (spec §4.1.2.1.3.2).
+	CapIPs = "ips"
+	// CapMAC: string "aa:bb:cc:dd:ee:ff" (spec §4.1.2.1.4.2).
+	CapMAC = "mac"
+	// CapPortMappings: []PortMapping (spec §4.1.2.1.7.2).
+	CapPortMappings = "portMappings"
+	// CapBandwidth: BandwidthEntry (spec §4.1.2.1.8.2).
+	CapBandwidth = "bandwidth"
+	// CapInfinibandGUID: string of 8 bytes in hex, colon-separated (spec §4.1.2.1.10.2).
+	CapInfinibandGUID = "infinibandGUID"
+	// CapDeviceID: string, the device the device plugin allocated (e.g. a PCI address).
+	CapDeviceID = "deviceID"
+	// CapDeviceInfoFile: string, path of the CNI device-info file (device-info spec §4).
+	CapDeviceInfoFile = "CNIDeviceInfoFile"
+	// CapIPAMClaimReference: string, the IPAMClaim name in the pod's namespace
+	// (spec §4.1.2.1.11, §8). multinet's convention; see docs/decisions/netconf.md.
+	CapIPAMClaimReference = "ipamClaimReference"
+)
+
+// DefaultBurst is the burst in bits given to a bandwidth direction whose rate
+// is set and burst is not (spec §4.1.2.1.8.2 allows a default; the reference
+// bandwidth plugin requires both). It is the value kubelet used for its
+// bandwidth annotations: effectively no burst limit.
+const DefaultBurst = math.MaxInt32
+
+// ErrNoCapability is wrapped when a selection element asks for a
+// runtimeConfig key that no plugin of the network's config list declares
+// (spec §4.1.2.1.3.2, .4.2, .7.2, .8.2, .10.2: "the entire attachment request
+// must fail").
+var ErrNoCapability = errors.New("no plugin of the config list declares the capability")
+
+// ErrIfNameTaken is wrapped when an attachment's interface name is already
+// used in the pod (spec §4.1.2.1.5).
+var ErrIfNameTaken = errors.New("interface name already used in the pod")
+
+// PortMapping is the CONVENTIONS form of one runtimeConfig "portMappings"
+// entry: protocol lower-case, "tcp" when the element left it out.
+type PortMapping struct {
+	HostPort      int32  `json:"hostPort"`
+	ContainerPort int32  `json:"containerPort"`
+	Protocol      string `json:"protocol"`
+	HostIP        string `json:"hostIP,omitempty"`
+}
+
+// BandwidthEntry is the CONVENTIONS form of runtimeConfig "bandwidth": rates
+// in bits per second, bursts in bits; zero means no limit in that direction.
+type BandwidthEntry struct {
+	IngressRate  int64 `json:"ingressRate,omitempty"`
+	IngressBurst int64 `json:"ingressBurst,omitempty"`
+	EgressRate   int64 `json:"egressRate,omitempty"`
+	EgressBurst  int64 `json:"egressBurst,omitempty"`
+}
+
+// Network is one network selection element with the config list Resolve
+// returned for its NetworkAttachmentDefinition.
+type Network struct {
+	Element  selection.Element
+	ConfList *libcni.NetworkConfigList
+}
+
+// PlanOptions are the pod-level inputs of Plan.
+type PlanOptions struct {
+	// DefaultIfName is the default network's CNI_IFNAME (the runtime's, e.g.
+	// "eth0"); no other attachment may use it.
+	DefaultIfName string
+	// Reserved are further interface names already used in the pod (e.g.
+	// attachments kept across a hot-plug); generated names skip them and an
+	// explicit request for one fails.
+	Reserved []string
+}
+
+// Attachment is one planned delegate invocation: the network attachment
+// identified by (container ID, NetworkName, IfName) (spec §4.2.1).
+type Attachment struct {
+	// Index is the position of the element in the selection annotation.
+	Index int
+	// NetworkKey is the NetworkAttachmentDefinition "namespace/name".
+	NetworkKey string
+	// NetworkName is the CNI network name (ConfList.Name).
+	NetworkName string
+	// IfName is CNI_IFNAME: the element's "interface" or a generated "netN".
+	IfName string
+	// ConfList is the config list to run, with the element's cni-args merged
+	// into every plugin's args.cni. Read-only.
+	ConfList *libcni.NetworkConfigList
+	// CapabilityArgs go to libcni.RuntimeConf.CapabilityArgs; libcni puts
+	// each key into the "runtimeConfig" of the plugins that declare it. Nil
+	// when there are none.
+	CapabilityArgs map[string]any
+	// Element is the network selection element this attachment comes from.
+	Element selection.Element
+}
+
+// RuntimeConf returns the libcni invocation arguments of this attachment.
+// args are the CNI_ARGS pairs (e.g. K8S_POD_NAMESPACE).
+func (a *Attachment) RuntimeConf(containerID, netns string, args [][2]string) *libcni.RuntimeConf {
+	return &libcni.RuntimeConf{
+		ContainerID:    containerID,
+		NetNS:          netns,
+		IfName:         a.IfName,
+		Args:           args,
+		CapabilityArgs: a.CapabilityArgs,
+	}
+}
+
+// Declares reports whether some plugin of the attachment's list declares
+// capability c.
+func (a *Attachment) Declares(c string) bool { return Declares(a.ConfList, c) }
+
+// SetDeviceID hands the delegates the device the device plugin allocated to
+// this attachment. Plugins declaring the "deviceID" capability get it in
+// runtimeConfig (CONVENTIONS); when none does, the first plugin's config gets
+// a top-level "deviceID" (the field SR-IOV style plugins read), replacing any
+// value there. An empty id is an error.
+func (a *Attachment) SetDeviceID(id string) error {
+	if id == "" {
+		return fmt.Errorf("network %q: empty deviceID", a.NetworkKey)
+	}
+	if a.Declares(CapDeviceID) {
+		a.setCapabilityArg(CapDeviceID, id)
+		return nil
+	}
+	list, err := setPluginField(a.ConfList, 0, "deviceID", id)
+	if err != nil {
+		return fmt.Errorf("network %q: inject deviceID: %w", a.NetworkKey, err)
+	}
+	a.ConfList = list
+	return nil
+}
+
+// SetDeviceInfoFile hands the path of the attachment's CNI device-info file
+// to the plugins declaring "CNIDeviceInfoFile" (device-info spec §4). It
+// reports whether any plugin declares it; when none does the path is not
+// passed (and the caller need not write the file).
+func (a *Attachment) SetDeviceInfoFile(path string) bool {
+	if !a.Declares(CapDeviceInfoFile) {
+		return false
+	}
+	a.setCapabilityArg(CapDeviceInfoFile, path)
+	return true
+}
+
+func (a *Attachment) setCapabilityArg(k string, v any) {
+	// Copy on write: the map may be shared with a copy of the Attachment.
+	m := make(map[string]any, len(a.CapabilityArgs)+1)
+	for ck, cv := range a.CapabilityArgs {
+		m[ck] = cv
+	}
+	m[k] = v
+	a.CapabilityArgs = m
+}
+
+// Declares reports whether some plugin of list declares capability c true.
+func Declares(list *libcni.NetworkConfigList, c string) bool {
+	if list == nil {
+		return false
+	}
+	for _, p := range list.Plugins {
+		if p.Network.Capabilities[c] {
+			return true
+		}
+	}
+	return false
+}
+
+// Plan turns a pod's selected networks, in annotation order, into the
+// attachments to run, in the same order:
+//
+//   - IfName is the element's "interface" (spec §4.1.2.1.5) or else the first
+//     free "net1", "net2", … not requested by any element, reserved in opts,
+//     or generated before; a name used twice fails (§4.1.2.1.5);
+//   - CapabilityArgs hold the element's ips, mac, portMappings, bandwidth and
+//     infiniband-guid in CONVENTIONS form; each must be declared by some
+//     plugin of the list or Plan fails wrapping ErrNoCapability (§4.1.2.1.x.2).
+//     ipam-claim-reference is passed to plugins declaring it, never failing;
+//   - the element's cni-args are merged over each plugin's args.cni, the
+//     element winning (§4.1.2.1.6.2).
+//
+// Nothing of the runtime's own runtimeConfig reaches these attachments (§7.5;
+// see DefaultAttachment). Errors name the network and the element index.
+func Plan(nets []Network, opts PlanOptions) ([]Attachment, error) {
+	taken := make(map[string]string, len(nets)+len(opts.Reserved)+1) // ifname → owner, for errors
+	if opts.DefaultIfName != "" {
+		taken[opts.DefaultIfName] = "the default network"
+	}
+	for _, r := range opts.Reserved {
+		taken[r] = "an existing attachment"
+	}
+	ifNames := make([]string, len(nets))
+	for i := range nets {
+		e := &nets[i].Element
+		if e.InterfaceRequest == "" {
+			continue
+		}
+		if err := utils.ValidateInterfaceName(e.InterfaceRequest); err != nil {
+			return nil, fmt.Errorf("network %q (selection element %d): interface %q: %s", networkKey(e), i, e.InterfaceRequest, err.Msg)
+		}
+		if owner, ok := taken[e.InterfaceRequest]; ok {
+			return nil, fmt.Errorf("network %q (selection element %d): interface %q is used by %s: %w", networkKey(e), i, e.InterfaceRequest, owner, ErrIfNameTaken)
+		}
+		taken[e.InterfaceRequest] = fmt.Sprintf("network %q (selection element %d)", networkKey(e), i)
+		ifNames[i] = e.InterfaceRequest
+	}
+	next := 1
+	for i := range nets {
+		if ifNames[i] != "" {
+			continue
+		}
+		for {
+			name := "net" + strconv.Itoa(next)
+			next++
+			if _, ok := taken[name]; !ok {
+				ifNames[i] = name
+				taken[name] = "generated"
+				break
+			}
+		}
+	}
+
+	out := make([]Attachment, len(nets))
+	for i := range nets {
+		a, err := planOne(&nets[i], ifNames[i])
+		if err != nil {
+			return nil, fmt.Errorf("network %q (selection element %d, interface %q): %w", networkKey(&nets[i].Element), i, ifNames[i], err)
+		}
+		a.Index = i
+		out[i] = a
+	}
+	return out, nil
+}
+
+func networkKey(e *selection.Element) string {
+	if e.Namespace == "" {
+		return e.Name
+	}
+	return e.Namespace + "/" + e.Name
+}
+
+// capabilityRequest is one element key that becomes a runtimeConfig key.
+type capabilityRequest struct {
+	elementKey string // the selection annotation key
+	capability string
+	section    string
+	value      any
+}
+
+func planOne(n *Network, ifName string) (Attachment, error) {
+	e := &n.Element
+	if n.ConfList == nil {
+		return Attachment{}, errors.New("no CNI config list")
+	}
+	a := Attachment{
+		NetworkKey:  networkKey(e),
+		NetworkName: n.ConfList.Name,
+		IfName:      ifName,
+		ConfList:    n.ConfList,
+		Element:     *e,
+	}
+
+	var reqs [5]capabilityRequest
+	r := reqs[:0]
+	if len(e.IPRequest) > 0 {
+		r = append(r, capabilityRequest{"ips", CapIPs, "§4.1.2.1.3.2", slices.Clone(e.IPRequest)})
+	}
+	if e.MacRequest != "" {
+		r = append(r, capabilityRequest{"mac", CapMAC, "§4.1.2.1.4.2", e.MacRequest})
+	}
+	if len(e.PortMappingsRequest) > 0 {
+		r = append(r, capabilityRequest{"portMappings", CapPortMappings, "§4.1.2.1.7.2", portMappings(e.PortMappingsRequest)})
+	}
+	if e.BandwidthRequest != nil {
+		r = append(r, capabilityRequest{"bandwidth", CapBandwidth, "§4.1.2.1.8.2", bandwidth(e.BandwidthRequest)})
+	}
+	if e.InfinibandGUIDRequest != "" {
+		r = append(r, capabilityRequest{"infiniband-guid", CapInfinibandGUID, "§4.1.2.1.10.2", e.InfinibandGUIDRequest})
+	}
+	if len(r) > 0 || e.IPAMClaimReference != "" {
+		a.CapabilityArgs = make(map[string]any, len(r)+1)
+	}
+	for _, q := range r {
+		if !Declares(n.ConfList, q.capability) {
+			return Attachment{}, fmt.Errorf("selection element key %q needs runtimeConfig %q, but no plugin of CNI config %q declares \"capabilities\": {%q: true} (spec %s): %w",
+				q.elementKey, q.capability, n.ConfList.Name, q.capability, q.section, ErrNoCapability)
+		}
+		a.CapabilityArgs[q.capability] = q.value
+	}
+	if e.IPAMClaimReference != "" && Declares(n.ConfList, CapIPAMClaimReference) {
+		a.CapabilityArgs[CapIPAMClaimReference] = e.IPAMClaimReference
+	}
+	if len(a.CapabilityArgs) == 0 {
+		a.CapabilityArgs = nil
+	}
+
+	if len(e.CNIArgs) > 0 {
+		list, err := injectCNIArgs(n.ConfList, e.CNIArgs)
+		if err != nil {
+			return Attachment{}, err
+		}
+		a.ConfList = list
+	}
+	return a, nil
+}
+
+func portMappings(in []selection.PortMapping) []PortMapping {
+	out := make([]PortMapping, len(in))
+	for i, p := range in {
+		proto := strings.ToLower(p.Protocol)
+		if proto == "" {
+			proto = "tcp"
+		}
+		out[i] = PortMapping{HostPort: p.HostPort, ContainerPort: p.ContainerPort, Protocol: proto, HostIP: p.HostIP}
+	}
+	return out
+}
+
+func bandwidth(b *selection.Bandwidth) BandwidthEntry {
+	out := BandwidthEntry{IngressRate: b.IngressRate, IngressBurst: b.IngressBurst, EgressRate: b.EgressRate, EgressBurst: b.EgressBurst}
+	if out.IngressRate > 0 && out.IngressBurst == 0 {
+		out.IngressBurst = DefaultBurst
+	}
+	if out.EgressRate > 0 && out.EgressBurst == 0 {
+		out.EgressBurst = DefaultBurst
+	}
+	return out
+}
+
+// injectCNIArgs returns a copy of list whose every plugin has cniArgs merged
+// over its own "args": {"cni": {...}}, cniArgs winning key by key; other keys
+// of "args" are kept (spec §4.1.2.1.6.2).
+func injectCNIArgs(list *libcni.NetworkConfigList, cniArgs map[string]any) (*libcni.NetworkConfigList, error) {
+	over := make(map[string]json.RawMessage, len(cniArgs))
+	for k, v := range cniArgs {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("cni-args[%q]: %w", k, err)
+		}
+		over[k] = b
+	}
+	plugins := make([]*libcni.PluginConfig, len(list.Plugins))
+	for i, p := range list.Plugins {
+		var conf map[string]json.RawMessage
+		if err := json.Unmarshal(p.Bytes, &conf); err != nil {
+			return nil, fmt.Errorf("plugins[%d]: %w", i, err)
+		}
+		args, err := rawObject(conf["args"])
+		if err != nil {
+			return nil, fmt.Errorf("CNI config %q plugins[%d].args: %w", list.Name, i, err)
+		}
+		cni, err := rawObject(args["cni"])
+		if err != nil {
+			return nil, fmt.Errorf("CNI config %q plugins[%d].args.cni: %w", list.Name, i, err)
+		}
+		for k, v := range over {
+			cni[k] = v
+		}
+		if args["cni"], err = json.Marshal(cni); err != nil {
+			return nil, err
+		}
+		if conf["args"], err = json.Marshal(args); err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(conf)
+		if err != nil {
+			return nil, err
+		}
+		plugins[i] = withBytes(p, b)
+	}
+	return rebuildList(list, plugins, false)
+}
+
+// setPluginField returns a copy of list whose plugin i has top-level key k set to v.
+func setPluginField(list *libcni.NetworkConfigList, i int, k string, v any) (*libcni.NetworkConfigList, error) {
+	if i >= len(list.Plugins) {
+		return nil, fmt.Errorf("no plugin %d", i)
+	}
+	var conf map[string]json.RawMessage
+	if err := json.Unmarshal(list.Plugins[i].Bytes, &conf); err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	conf[k] = raw
+	b, err := json.Marshal(conf)
+	if err != nil {
+		return nil, err
+	}
+	plugins := slices.Clone(list.Plugins)
+	plugins[i] = withBytes(list.Plugins[i], b)
+	return rebuildList(list, plugins, false)
+}
+
+// withBytes is p with new Bytes that differ from p's only in keys that
+// types.PluginConf does not decode (args, deviceID), so Network is reused
+// (shallow-copied).
+func withBytes(p *libcni.PluginConfig, b []byte) *libcni.PluginConfig {
+	nw := *p.Network
+	return &libcni.PluginConfig{Network: &nw, Bytes: b}
+}
+
+// rawObject decodes a JSON object; a missing value or null gives an empty map.
+func rawObject(raw json.RawMessage) (map[string]json.RawMessage, error) {
+	m := map[string]json.RawMessage{}
+	if len(raw) == 0 || string(raw) == "null" {
+		return m, nil
+	}
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		return nil, fmt.Errorf("not a JSON object: %s", truncate(raw))
+	}
+	return m, nil
+}
+
+// rebuildList returns a copy of list with plugins as its plugins and Bytes
+// re-encoded to inline them (and "loadOnlyInlinedPlugins": true when
+// inlineAll), so that list.Bytes alone reproduces the list.
+func rebuildList(list *libcni.NetworkConfigList, plugins []*libcni.PluginConfig, inlineAll bool) (*libcni.NetworkConfigList, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(list.Bytes, &top); err != nil {
+		return nil, fmt.Errorf("CNI config list %q: %w", list.Name, err)
+	}
+	raws := make([]json.RawMessage, len(plugins))
+	for i, p := range plugins {
+		raws[i] = p.Bytes
+	}
+	var err error
+	if top["plugins"], err = json.Marshal(raws); err != nil {
+		return nil, fmt.Errorf("CNI config list %q: %w", list.Name, err)
+	}
+	if inlineAll {
+		top["loadOnlyInlinedPlugins"] = json.RawMessage("true")
+	}
+	b, err := json.Marshal(top)
+	if err != nil {
+		return nil, fmt.Errorf("CNI config list %q: %w", list.Name, err)
+	}
+	nl := *list
+	nl.Plugins = plugins
+	nl.Bytes = b
+	nl.LoadOnlyInlinedPlugins = nl.LoadOnlyInlinedPlugins || inlineAll
+	return &nl, nil
+}
+
+// DefaultAttachment plans the cluster-wide default network's attachment (spec
+// §6): on the runtime's ifName, with the runtimeConfig the runtime gave
+// multinet (see RuntimeConfigFromConfig) restricted to keys some plugin of
+// list declares. Only this attachment ever gets the runtime's runtimeConfig
+// (§7.5). network names it in errors and records (a NAD key or a file name).
+func DefaultAttachment(network string, list *libcni.NetworkConfigList, ifName string, runtimeConfig map[string]any) (Attachment, error) {
+	if list == nil {
+		return Attachment{}, fmt.Errorf("default network %q: no CNI config list", network)
+	}
+	if err := utils.ValidateInterfaceName(ifName); err != nil {
+		return Attachment{}, fmt.Errorf("default network %q: interface %q: %s", network, ifName, err.Msg)
+	}
+	return Attachment{
+		Index:          -1,
+		NetworkKey:     network,
+		NetworkName:    list.Name,
+		IfName:         ifName,
+		ConfList:       list,
+		CapabilityArgs: DefaultCapabilityArgs(runtimeConfig, list),
+	}, nil
+}
+
+// DefaultCapabilityArgs returns the keys of the runtime's runtimeConfig that
+// some plugin of the default network's list declares (nil when none), for
+// libcni.RuntimeConf.CapabilityArgs (spec §7.5).
+func DefaultCapabilityArgs(runtimeConfig map[string]any, list *libcni.NetworkConfigList) map[string]any {
+	var out map[string]any
+	for k, v := range runtimeConfig {
+		if !Declares(list, k) {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]any, len(runtimeConfig))
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// RuntimeConfigFromConfig returns the "runtimeConfig" object of the CNI config
+// the container runtime passed to multinet's shim (its stdin), nil when there
+// is none. An error names the field.
+func RuntimeConfigFromConfig(stdin []byte) (map[string]any, error) {
+	var conf struct {
+		RuntimeConfig json.RawMessage `json:"runtimeConfig"`
+	}
+	if err := json.Unmarshal(stdin, &conf); err != nil {
+		return nil, fmt.Errorf("CNI config from the runtime: %w", err)
+	}
+	if len(conf.RuntimeConfig) == 0 || string(conf.RuntimeConfig) == "null" {
+		return nil, nil
+	}
+	var rc map[string]any
+	if err := json.Unmarshal(conf.RuntimeConfig, &rc); err != nil {
+		return nil, fmt.Errorf("CNI config from the runtime: field runtimeConfig: not a JSON object: %w", err)
+	}
+	return rc, nil
+}
