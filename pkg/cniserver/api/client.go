@@ -1,0 +1,75 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+)
+
+// Dial sends req to the server listening on the unix socket socketPath and
+// returns its Response. The whole exchange (connect, write, wait, read) is
+// bounded by ctx: on expiry or cancellation the connection is closed and the
+// error wraps ctx.Err(). When req.TimeoutMillis is 0 and ctx has a deadline,
+// the remaining time is sent so that the server can answer before the client
+// gives up.
+//
+// An error from Dial means no Response was received: the server may or may
+// not have performed the operation. A received Response carrying a CNI error
+// is not an error of Dial.
+func Dial(ctx context.Context, socketPath string, req *Request) (*Response, error) {
+	if req.TimeoutMillis == 0 {
+		if dl, ok := ctx.Deadline(); ok {
+			if ms := time.Until(dl).Milliseconds(); ms > 0 {
+				r := *req
+				r.TimeoutMillis = ms
+				req = &r
+			}
+		}
+	}
+	frame, err := EncodeRequest(req)
+	if err != nil {
+		return nil, err
+	}
+
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", socketPath)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", socketPath, ctxErr(ctx, err))
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		if err := conn.SetDeadline(dl); err != nil {
+			return nil, fmt.Errorf("setting deadline on %s: %w", socketPath, err)
+		}
+	}
+	// Cancellation without a deadline: unblock pending I/O at once.
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+
+	_, werr := conn.Write(frame)
+	// Even if the write failed (the server may have rejected the request and
+	// closed early), the server's answer may already be readable.
+	resp, rerr := ReadResponse(conn)
+	if rerr != nil {
+		if werr != nil {
+			return nil, fmt.Errorf("sending %s request to %s: %w", req.Command, socketPath, ctxErr(ctx, werr))
+		}
+		return nil, fmt.Errorf("waiting for %s response from %s: %w", req.Command, socketPath, ctxErr(ctx, rerr))
+	}
+	return resp, nil
+}
+
+// ctxErr prefers the context's error when a deadline hit was caused by ctx,
+// so that callers can test errors.Is(err, context.DeadlineExceeded).
+func ctxErr(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && (errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, cerr)) {
+		return fmt.Errorf("%w (%v)", cerr, err)
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("%w (%v)", context.DeadlineExceeded, err)
+	}
+	return err
+}
