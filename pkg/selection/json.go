@@ -1,0 +1,564 @@
+package selection
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// The keys of a network selection element (spec §4.1.2.1).
+const (
+	keyName         = "name"
+	keyNamespace    = "namespace"
+	keyIPs          = "ips"
+	keyMAC          = "mac"
+	keyInterface    = "interface"
+	keyCNIArgs      = "cni-args"
+	keyPortMappings = "portMappings"
+	keyBandwidth    = "bandwidth"
+	keyDefaultRoute = "default-route"
+	keyInfiniband   = "infiniband-guid"
+	keyIPAMClaim    = "ipam-claim-reference"
+)
+
+// knownKeys lists the spec's keys in the order of §4.1.2.1.
+var knownKeys = [...]string{keyName, keyNamespace, keyIPs, keyMAC, keyInterface, keyCNIArgs,
+	keyPortMappings, keyBandwidth, keyDefaultRoute, keyInfiniband, keyIPAMClaim}
+
+// elementLabel names a lone element in errors from Element.UnmarshalJSON.
+const elementLabel = "network selection element"
+
+// MarshalJSON writes the element as one JSON object with the spec's keys in
+// the order of §4.1.2.1, then the Extensions sorted by key. Absent values
+// (empty strings, nil slices and maps, nil Bandwidth) are left out; non-nil
+// empty slices and maps are written, so that an empty "default-route" list
+// survives. It fails only for CNIArgs that encoding/json cannot marshal or
+// Extensions that are not valid JSON.
+func (e Element) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	if err := e.writeJSON(&b); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+func (e *Element) writeJSON(b *bytes.Buffer) error {
+	b.WriteByte('{')
+	first := true
+	key := func(k string) {
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+		b.WriteByte('"')
+		b.WriteString(k) // the spec's keys need no escaping
+		b.WriteString(`":`)
+	}
+	enc := json.NewEncoder(b)
+	enc.SetEscapeHTML(false)
+	value := func(k string, v any) error {
+		key(k)
+		if err := enc.Encode(v); err != nil {
+			return fieldError(k, err)
+		}
+		b.Truncate(b.Len() - 1) // Encode ends with a newline
+		return nil
+	}
+	var err error
+	set := func(k string, v any) {
+		if err == nil {
+			err = value(k, v)
+		}
+	}
+	set(keyName, e.Name)
+	if e.Namespace != "" {
+		set(keyNamespace, e.Namespace)
+	}
+	if e.IPRequest != nil {
+		set(keyIPs, e.IPRequest)
+	}
+	if e.MacRequest != "" {
+		set(keyMAC, e.MacRequest)
+	}
+	if e.InterfaceRequest != "" {
+		set(keyInterface, e.InterfaceRequest)
+	}
+	if e.CNIArgs != nil {
+		set(keyCNIArgs, e.CNIArgs)
+	}
+	if e.PortMappingsRequest != nil {
+		set(keyPortMappings, e.PortMappingsRequest)
+	}
+	if e.BandwidthRequest != nil {
+		set(keyBandwidth, e.BandwidthRequest)
+	}
+	if e.GatewayRequest != nil {
+		set(keyDefaultRoute, e.GatewayRequest)
+	}
+	if e.InfinibandGUIDRequest != "" {
+		set(keyInfiniband, e.InfinibandGUIDRequest)
+	}
+	if e.IPAMClaimReference != "" {
+		set(keyIPAMClaim, e.IPAMClaimReference)
+	}
+	if err != nil {
+		return err
+	}
+	if len(e.Extensions) > 0 {
+		keys := make([]string, 0, len(e.Extensions))
+		for k := range e.Extensions {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			if !first {
+				b.WriteByte(',')
+			}
+			first = false
+			_ = enc.Encode(k) // a string always encodes
+			b.Truncate(b.Len() - 1)
+			b.WriteByte(':')
+			if err := json.Compact(b, e.Extensions[k]); err != nil {
+				return fieldError(k, err)
+			}
+		}
+	}
+	b.WriteByte('}')
+	return nil
+}
+
+func fieldError(key string, err error) error {
+	return fmt.Errorf("field %q: %w", key, err)
+}
+
+// UnmarshalJSON decodes one network selection element: it checks the JSON
+// types of the spec's keys (§4.1.2.1), keeps keys with a period in
+// Extensions, and rejects other keys. It does not check values (addresses,
+// names, ranges) nor fill in the namespace: Parse does. Errors are
+// *AnnotationError.
+func (e *Element) UnmarshalJSON(data []byte) error {
+	if string(bytes.TrimSpace(data)) == "null" {
+		return nil
+	}
+	c := collector{annotation: elementLabel}
+	var out Element
+	decodeElement(&c, -1, data, &out)
+	if err := c.err(); err != nil {
+		return err
+	}
+	*e = out
+	return nil
+}
+
+// decodeElement decodes one JSON value into e and reports type problems:
+// wrong JSON types, nulls, empty strings where the spec wants a value, zero
+// bandwidth values, unknown keys. A field with a problem is given a
+// harmless placeholder so that validateElement does not report it again;
+// the element is discarded anyway.
+func decodeElement(c *collector, idx int, raw []byte, e *Element) fieldSet {
+	if k := kindOf(raw); k != "object" {
+		c.add(idx, "", "", "", "must be a JSON object, not "+article(k), secKeys)
+		return ^fieldSet(0)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		c.add(idx, "", "", "", "is not a valid JSON object: "+err.Error(), secKeys)
+		return ^fieldSet(0)
+	}
+	var bad fieldSet
+	nw := ""
+	problem := func(f fieldSet, field, value, reason, section string) {
+		bad |= f
+		c.add(idx, nw, field, value, reason, section)
+	}
+	str := func(f fieldSet, key, section string, allowEmpty bool) string {
+		v, ok := m[key]
+		if !ok {
+			return ""
+		}
+		s, r := decodeString(v)
+		if r == "" && s == "" && !allowEmpty {
+			r = "must not be empty; leave the key out instead"
+		}
+		if r != "" {
+			problem(f, key, "", r, section)
+		}
+		return s
+	}
+
+	if v, ok := m[keyName]; ok {
+		s, r := decodeString(v)
+		if r != "" {
+			problem(fName, keyName, "", r, secName)
+		}
+		e.Name = s
+		nw = s
+	} else {
+		problem(fName, keyName, "", "is required", secName)
+	}
+	e.Namespace = str(fNamespace, keyNamespace, secNamespace, true)
+	if v, ok := m[keyIPs]; ok {
+		e.IPRequest = decodeStringList(c, idx, &nw, v, keyIPs, secIPs, &bad, fIPs)
+	}
+	e.MacRequest = str(fMAC, keyMAC, secMAC, false)
+	e.InterfaceRequest = str(fInterface, keyInterface, secInterface, false)
+	if v, ok := m[keyCNIArgs]; ok {
+		if k := kindOf(v); k != "object" {
+			problem(fCNIArgs, keyCNIArgs, "", "must be a JSON object, not "+article(k), secCNIArgs)
+		} else {
+			d := json.NewDecoder(bytes.NewReader(v))
+			d.UseNumber()
+			if err := d.Decode(&e.CNIArgs); err != nil {
+				problem(fCNIArgs, keyCNIArgs, "", "is not a valid JSON object: "+err.Error(), secCNIArgs)
+			}
+		}
+	}
+	if v, ok := m[keyPortMappings]; ok {
+		e.PortMappingsRequest = decodePortMappings(c, idx, nw, v, &bad)
+	}
+	if v, ok := m[keyBandwidth]; ok {
+		e.BandwidthRequest = decodeBandwidth(c, idx, nw, v, &bad)
+	}
+	if v, ok := m[keyDefaultRoute]; ok {
+		e.GatewayRequest = decodeStringList(c, idx, &nw, v, keyDefaultRoute, secDefaultRoute, &bad, fDefaultRoute)
+	}
+	e.InfinibandGUIDRequest = str(fInfiniband, keyInfiniband, secInfiniband, false)
+	e.IPAMClaimReference = str(fIPAMClaim, keyIPAMClaim, secIPAMClaimRef, false)
+
+	if len(m) > countKnown(m) {
+		var unknown []string
+		for k := range m {
+			if !isKnownKey(k) {
+				unknown = append(unknown, k)
+			}
+		}
+		slices.Sort(unknown)
+		for _, k := range unknown {
+			if strings.Contains(k, ".") {
+				if e.Extensions == nil {
+					e.Extensions = make(map[string]json.RawMessage, len(unknown))
+				}
+				var buf bytes.Buffer
+				buf.Grow(len(m[k]))
+				_ = json.Compact(&buf, m[k]) // valid: it came from the decoder
+				e.Extensions[k] = buf.Bytes()
+				continue
+			}
+			reason := "is not a key of the spec; keys of other parties must use reverse domain notation, e.g. \"org.example." + k + "\""
+			if s := suggestKey(k); s != "" {
+				reason = "is not a key of the spec; did you mean " + strconv.Quote(s) + "?"
+			}
+			problem(fExtensions, k, "", reason, secKeys)
+		}
+	}
+	return bad
+}
+
+func isKnownKey(k string) bool {
+	switch k {
+	case keyName, keyNamespace, keyIPs, keyMAC, keyInterface, keyCNIArgs,
+		keyPortMappings, keyBandwidth, keyDefaultRoute, keyInfiniband, keyIPAMClaim:
+		return true
+	}
+	return false
+}
+
+func countKnown(m map[string]json.RawMessage) int {
+	n := 0
+	for _, k := range knownKeys {
+		if _, ok := m[k]; ok {
+			n++
+		}
+	}
+	return n
+}
+
+// suggestKey returns the spec key that k most likely misspells: the same
+// letters ignoring case, '-' and '_', or one edit away (the common "ip"
+// for "ips"), or a well-known alias.
+func suggestKey(k string) string {
+	nk := normalizeKey(k)
+	switch nk {
+	case "ifname", "iface", "interfacerequest":
+		return keyInterface
+	case "ip", "iprequest", "ipaddress", "ipaddresses", "address", "addresses":
+		return keyIPs
+	case "macaddress", "macrequest":
+		return keyMAC
+	case "gateway", "gateways", "gatewayrequest":
+		return keyDefaultRoute
+	case "args", "cniargs":
+		return keyCNIArgs
+	case "ns":
+		return keyNamespace
+	}
+	for _, known := range knownKeys {
+		nn := normalizeKey(known)
+		if nk == nn || (len(nn) > 2 && oneEdit(nk, nn)) {
+			return known
+		}
+	}
+	return ""
+}
+
+// oneEdit reports whether a becomes b by inserting, deleting or replacing
+// one byte.
+func oneEdit(a, b string) bool {
+	if len(a) > len(b) {
+		a, b = b, a
+	}
+	if len(b)-len(a) > 1 {
+		return false
+	}
+	i := 0
+	for i < len(a) && a[i] == b[i] {
+		i++
+	}
+	if i == len(a) {
+		return true
+	}
+	if len(a) == len(b) {
+		return a[i+1:] == b[i+1:]
+	}
+	return a[i:] == b[i+1:]
+}
+
+func normalizeKey(k string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '-' || r == '_' {
+			return -1
+		}
+		if r >= 'A' && r <= 'Z' {
+			return r + ('a' - 'A')
+		}
+		return r
+	}, k)
+}
+
+// decodeStringList decodes a JSON array of strings; an empty array gives a
+// non-nil empty slice.
+func decodeStringList(c *collector, idx int, nw *string, raw []byte, key, section string, bad *fieldSet, f fieldSet) []string {
+	if k := kindOf(raw); k != "array" {
+		*bad |= f
+		c.add(idx, *nw, key, "", "must be a JSON array of strings, not "+article(k), section)
+		return nil
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		*bad |= f
+		c.add(idx, *nw, key, "", "is not a valid JSON array: "+err.Error(), section)
+		return nil
+	}
+	out := make([]string, len(items))
+	for i, it := range items {
+		s, r := decodeString(it)
+		if r != "" {
+			*bad |= f
+			c.add(idx, *nw, indexed(key, i), "", r, section)
+		}
+		out[i] = s
+	}
+	return out
+}
+
+func decodePortMappings(c *collector, idx int, nw string, raw []byte, bad *fieldSet) []PortMapping {
+	if k := kindOf(raw); k != "array" {
+		*bad |= fPortMappings
+		c.add(idx, nw, keyPortMappings, "", "must be a JSON array of objects, not "+article(k), secPortMappings)
+		return nil
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		*bad |= fPortMappings
+		c.add(idx, nw, keyPortMappings, "", "is not a valid JSON array: "+err.Error(), secPortMappings)
+		return nil
+	}
+	out := make([]PortMapping, len(items))
+	for i, it := range items {
+		field := indexed(keyPortMappings, i)
+		pm := &out[i]
+		// Placeholders keep validatePortMappings quiet about fields with a
+		// problem reported here.
+		pm.HostPort, pm.ContainerPort = 1, 1
+		if k := kindOf(it); k != "object" {
+			c.add(idx, nw, field, "", "must be a JSON object, not "+article(k), secPortMappings)
+			continue
+		}
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(it, &m); err != nil {
+			c.add(idx, nw, field, "", "is not a valid JSON object: "+err.Error(), secPortMappings)
+			continue
+		}
+		port := func(key string, dst *int32) {
+			v, ok := m[key]
+			if !ok {
+				c.add(idx, nw, field+"."+key, "", "is required", secPortMappings)
+				return
+			}
+			n, r := decodeInt(v)
+			if r == "" && (n < 1 || n > maxPort) {
+				c.add(idx, nw, field+"."+key, string(v), "is not a port number 1-65535", secPortMappings)
+				return
+			}
+			if r != "" {
+				c.add(idx, nw, field+"."+key, "", r, secPortMappings)
+				return
+			}
+			*dst = int32(n)
+		}
+		port("hostPort", &pm.HostPort)
+		port("containerPort", &pm.ContainerPort)
+		for _, key := range [...]string{"protocol", "hostIP"} {
+			v, ok := m[key]
+			if !ok {
+				continue
+			}
+			s, r := decodeString(v)
+			if r == "" && s == "" {
+				r = "must not be empty; leave the key out instead"
+			}
+			if r != "" {
+				c.add(idx, nw, field+"."+key, "", r, secPortMappings)
+				continue
+			}
+			if key == "protocol" {
+				pm.Protocol = s
+			} else {
+				pm.HostIP = s
+			}
+		}
+		if len(m) > 2 {
+			var unknown []string
+			for k := range m {
+				switch k {
+				case "hostPort", "containerPort", "protocol", "hostIP":
+				default:
+					unknown = append(unknown, k)
+				}
+			}
+			slices.Sort(unknown)
+			for _, k := range unknown {
+				c.add(idx, nw, field+"."+k, "", `is not a port mapping key (hostPort, containerPort, protocol, hostIP)`, secPortMappings)
+			}
+		}
+	}
+	return out
+}
+
+func decodeBandwidth(c *collector, idx int, nw string, raw []byte, bad *fieldSet) *Bandwidth {
+	if k := kindOf(raw); k != "object" {
+		*bad |= fBandwidth
+		c.add(idx, nw, keyBandwidth, "", "must be a JSON object, not "+article(k), secBandwidth)
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		*bad |= fBandwidth
+		c.add(idx, nw, keyBandwidth, "", "is not a valid JSON object: "+err.Error(), secBandwidth)
+		return nil
+	}
+	b := &Bandwidth{}
+	known := 0
+	for _, kv := range [...]struct {
+		key string
+		dst *int64
+	}{{"ingressRate", &b.IngressRate}, {"ingressBurst", &b.IngressBurst}, {"egressRate", &b.EgressRate}, {"egressBurst", &b.EgressBurst}} {
+		v, ok := m[kv.key]
+		if !ok {
+			continue
+		}
+		known++
+		n, r := decodeInt(v)
+		if r == "" && n == 0 {
+			r = "must be non-zero; leave the key out instead"
+		}
+		if r != "" {
+			c.add(idx, nw, keyBandwidth+"."+kv.key, "", r, secBandwidth)
+			n = 1 // placeholder, see decodeElement
+		}
+		*kv.dst = n
+	}
+	if len(m) > known {
+		var unknown []string
+		for k := range m {
+			switch k {
+			case "ingressRate", "ingressBurst", "egressRate", "egressBurst":
+			default:
+				unknown = append(unknown, k)
+			}
+		}
+		slices.Sort(unknown)
+		for _, k := range unknown {
+			*bad |= fBandwidth
+			c.add(idx, nw, keyBandwidth+"."+k, "", "is not a bandwidth key (ingressRate, ingressBurst, egressRate, egressBurst)", secBandwidth)
+		}
+	}
+	return b
+}
+
+// decodeString decodes a JSON string; the second result is a problem.
+func decodeString(raw []byte) (string, string) {
+	if len(raw) < 2 || raw[0] != '"' {
+		return "", "must be a string, not " + article(kindOf(raw))
+	}
+	inner := raw[1 : len(raw)-1]
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner), "" // the common case: nothing to unescape
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", "is not a valid JSON string"
+	}
+	return s, ""
+}
+
+// decodeInt decodes a JSON number that must be an integer.
+func decodeInt(raw []byte) (int64, string) {
+	if k := kindOf(raw); k != "number" {
+		return 0, "must be an integer, not " + article(k)
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil {
+		if bytes.ContainsAny(raw, ".eE") {
+			return 0, "must be an integer, not " + string(raw)
+		}
+		return 0, "is out of range: " + truncate(string(raw))
+	}
+	return n, ""
+}
+
+// kindOf names the JSON type of a raw value by its first byte.
+func kindOf(raw []byte) string {
+	raw = bytes.TrimLeft(raw, " \t\r\n")
+	if len(raw) == 0 {
+		return "nothing"
+	}
+	switch raw[0] {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "boolean"
+	case 'n':
+		return "null"
+	default:
+		return "number"
+	}
+}
+
+func article(kind string) string {
+	switch kind {
+	case "object", "array":
+		return "an " + kind
+	case "null", "nothing":
+		return kind
+	}
+	return "a " + kind
+}

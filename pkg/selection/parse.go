@@ -1,0 +1,211 @@
+package selection
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Parse parses and validates the value of the k8s.v1.cni.cncf.io/networks
+// annotation (spec §4.1) of a pod in podNamespace.
+//
+// The format is the JSON list (§4.1.2) when the first character that is not
+// white space is '[', else the comma-delimited list (§4.1.1), whose items
+// are "name", "namespace/name", "name@ifname" or "namespace/name@ifname",
+// with white space around items ignored. A blank annotation and "[]" give
+// zero elements (nil) and no error.
+//
+// Every element is checked against §4.1.2.1 and the elements against each
+// other (unique "interface", one "default-route"). Namespace defaults to
+// podNamespace (§4.1.2.1.2); addresses, MACs, GUIDs and protocols come back
+// in canonical form. On any problem Parse returns nil and an
+// *AnnotationError listing all of them.
+func Parse(annotation string, podNamespace string) ([]Element, error) {
+	c := collector{annotation: networksLabel}
+	s := strings.TrimSpace(annotation)
+	if s == "" {
+		return nil, nil
+	}
+	var elems []Element
+	switch s[0] {
+	case '[':
+		elems = parseJSONList(&c, s, podNamespace, options{})
+	case '{':
+		c.add(-1, "", "", "", "is a single JSON object; the JSON format is a list of objects: wrap it in [ ]", secJSON)
+	default:
+		elems = parseCommaList(&c, s, podNamespace, options{})
+	}
+	validateSet(&c, elems)
+	if err := c.err(); err != nil {
+		return nil, err
+	}
+	if len(elems) == 0 {
+		return nil, nil
+	}
+	return elems, nil
+}
+
+// ParseDefaultNetwork parses and validates the value of the
+// v1.multus-cni.io/default-network annotation, which replaces the
+// cluster-wide default network (spec §6) for one pod. It must select
+// exactly one network, in either format of §4.1, or as a single JSON object
+// (the form OVN-Kubernetes documents). The element follows the rules of
+// §4.1.2.1 with two differences: "interface" is refused, because the
+// default network always uses the runtime's CNI_IFNAME, and "ips" may be
+// combined with "ipam-claim-reference". Namespace defaults to podNamespace.
+// Errors are *AnnotationError.
+func ParseDefaultNetwork(annotation, podNamespace string) (*Element, error) {
+	c := collector{annotation: defaultNetworkLabel}
+	opt := options{forbidInterface: true, allowIPsWithClaim: true}
+	s := strings.TrimSpace(annotation)
+	var elems []Element
+	switch {
+	case s == "":
+		c.add(-1, "", "", "", "is empty; it must select exactly one network", secJSON)
+	case s[0] == '[':
+		elems = parseJSONList(&c, s, podNamespace, opt)
+	case s[0] == '{':
+		var e Element
+		bad := decodeElement(&c, 0, []byte(s), &e)
+		if bad != ^fieldSet(0) {
+			validateElement(&c, 0, &e, podNamespace, bad, opt)
+			elems = []Element{e}
+		}
+	default:
+		elems = parseCommaList(&c, s, podNamespace, opt)
+	}
+	if len(c.problems) == 0 && len(elems) != 1 {
+		c.add(-1, "", "", "", "selects "+itoa(len(elems))+" networks; it must select exactly one", secJSON)
+	}
+	if err := c.err(); err != nil {
+		return nil, err
+	}
+	return &elems[0], nil
+}
+
+// Marshal writes elements as the JSON list form of the annotation (spec
+// §4.1.2), keys in the order of §4.1.2.1. It validates the elements as
+// Parse does (an empty Namespace stays empty) and writes them in canonical
+// form, so that Parse(Marshal(x)) equals x for every x returned by Parse.
+// nil or empty gives "[]". Errors are *AnnotationError, or an error naming
+// the field that encoding/json could not marshal.
+func Marshal(elements []Element) (string, error) {
+	c := collector{annotation: networksLabel}
+	canon := make([]Element, len(elements))
+	for i := range elements {
+		canon[i] = cloneForValidation(elements[i])
+		validateElement(&c, i, &canon[i], "", 0, options{keepEmptyNamespace: true})
+	}
+	validateSet(&c, canon)
+	if err := c.err(); err != nil {
+		return "", err
+	}
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i := range canon {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if err := canon[i].writeJSON(&b); err != nil {
+			return "", fmt.Errorf("networks[%d] %q: %w", i, canon[i].Name, err)
+		}
+	}
+	b.WriteByte(']')
+	return b.String(), nil
+}
+
+// cloneForValidation copies the slices that validateElement rewrites in
+// place, so that Marshal leaves its argument alone.
+func cloneForValidation(e Element) Element {
+	if e.IPRequest != nil {
+		e.IPRequest = append(make([]string, 0, len(e.IPRequest)), e.IPRequest...)
+	}
+	if e.GatewayRequest != nil {
+		e.GatewayRequest = append(make([]string, 0, len(e.GatewayRequest)), e.GatewayRequest...)
+	}
+	if e.PortMappingsRequest != nil {
+		e.PortMappingsRequest = append(make([]PortMapping, 0, len(e.PortMappingsRequest)), e.PortMappingsRequest...)
+	}
+	return e
+}
+
+// parseJSONList decodes and validates the JSON list form (§4.1.2).
+func parseJSONList(c *collector, s string, podNamespace string, opt options) []Element {
+	var raws []json.RawMessage
+	if err := json.Unmarshal([]byte(s), &raws); err != nil {
+		c.add(-1, "", "", "", "is not a valid JSON list: "+jsonErrorText(err), secJSON)
+		return nil
+	}
+	if len(raws) == 0 {
+		return nil
+	}
+	elems := make([]Element, len(raws))
+	for i, raw := range raws {
+		bad := decodeElement(c, i, raw, &elems[i])
+		if bad == ^fieldSet(0) {
+			continue
+		}
+		validateElement(c, i, &elems[i], podNamespace, bad, opt)
+	}
+	return elems
+}
+
+// parseCommaList parses and validates the comma-delimited form (§4.1.1).
+func parseCommaList(c *collector, s string, podNamespace string, opt options) []Element {
+	elems := make([]Element, 0, strings.Count(s, ",")+1)
+	for idx := 0; ; idx++ {
+		item, rest, more := strings.Cut(s, ",")
+		item = strings.TrimSpace(item)
+		var e Element
+		var bad fieldSet
+		if item == "" {
+			c.add(idx, "", "", "", "is empty: items of the comma-delimited format are separated by single commas", secComma)
+			bad = ^fieldSet(0)
+		} else {
+			ref, ifname, hasIf := strings.Cut(item, "@")
+			ns, name, hasNS := strings.Cut(ref, "/")
+			if !hasNS {
+				ns, name = "", ref
+			}
+			e.Name, e.InterfaceRequest = name, ifname
+			if hasNS {
+				e.Namespace = ns
+				if ns == "" {
+					c.add(idx, name, "namespace", "", "is empty before '/'", secComma)
+					bad |= fNamespace
+				}
+				if strings.Contains(name, "/") {
+					c.add(idx, "", "name", name, "must not contain '/': an item is [namespace/]name[@interface]", secComma)
+					bad |= fName
+				}
+			}
+			if hasIf && ifname == "" {
+				c.add(idx, name, "interface", "", "is empty after '@'", secComma)
+				bad |= fInterface
+			}
+		}
+		if bad != ^fieldSet(0) {
+			validateElement(c, idx, &e, podNamespace, bad, opt)
+		}
+		elems = append(elems, e)
+		if !more {
+			return elems
+		}
+		s = rest
+	}
+}
+
+// jsonErrorText makes encoding/json's syntax errors say where they are.
+func jsonErrorText(err error) string {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return se.Error() + " at byte " + itoa(int(se.Offset))
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return "the annotation must be a list, not " + article(te.Value)
+	}
+	return err.Error()
+}
