@@ -1,6 +1,7 @@
 package netconf
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -349,44 +350,89 @@ func bandwidth(b *selection.Bandwidth) BandwidthEntry {
 // over its own "args": {"cni": {...}}, cniArgs winning key by key; other keys
 // of "args" are kept (spec §4.1.2.1.6.2).
 func injectCNIArgs(list *libcni.NetworkConfigList, cniArgs map[string]any) (*libcni.NetworkConfigList, error) {
-	over := make(map[string]json.RawMessage, len(cniArgs))
-	for k, v := range cniArgs {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, fmt.Errorf("cni-args[%q]: %w", k, err)
-		}
-		over[k] = b
+	whole, err := json.Marshal(cniArgs)
+	if err != nil {
+		return nil, fmt.Errorf("cni-args: %w", err)
 	}
+	var over map[string]json.RawMessage // per key, only when some plugin has args
 	plugins := make([]*libcni.PluginConfig, len(list.Plugins))
 	for i, p := range list.Plugins {
-		var conf map[string]json.RawMessage
-		if err := json.Unmarshal(p.Bytes, &conf); err != nil {
-			return nil, fmt.Errorf("plugins[%d]: %w", i, err)
+		var probe struct {
+			Args json.RawMessage `json:"args"`
 		}
-		args, err := rawObject(conf["args"])
+		if err := json.Unmarshal(p.Bytes, &probe); err != nil {
+			return nil, fmt.Errorf("CNI config %q plugins[%d]: %w", list.Name, i, err)
+		}
+		if len(probe.Args) == 0 {
+			// Common case: no "args" key (the probe matches keys
+			// case-insensitively, so none in any case): append one.
+			if b, ok := appendMember(p.Bytes, `"args":{"cni":`, whole, `}`); ok {
+				plugins[i] = withBytes(p, b)
+				continue
+			}
+		}
+		if over == nil {
+			over = make(map[string]json.RawMessage, len(cniArgs))
+			for k, v := range cniArgs {
+				if over[k], err = json.Marshal(v); err != nil {
+					return nil, fmt.Errorf("cni-args[%q]: %w", k, err)
+				}
+			}
+		}
+		b, err := mergeCNIArgs(p.Bytes, over)
 		if err != nil {
-			return nil, fmt.Errorf("CNI config %q plugins[%d].args: %w", list.Name, i, err)
-		}
-		cni, err := rawObject(args["cni"])
-		if err != nil {
-			return nil, fmt.Errorf("CNI config %q plugins[%d].args.cni: %w", list.Name, i, err)
-		}
-		for k, v := range over {
-			cni[k] = v
-		}
-		if args["cni"], err = json.Marshal(cni); err != nil {
-			return nil, err
-		}
-		if conf["args"], err = json.Marshal(args); err != nil {
-			return nil, err
-		}
-		b, err := json.Marshal(conf)
-		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("CNI config %q plugins[%d].%w", list.Name, i, err)
 		}
 		plugins[i] = withBytes(p, b)
 	}
 	return rebuildList(list, plugins, false)
+}
+
+// mergeCNIArgs sets each key of over in conf's args.cni (errors start with
+// the field name, "args" or "args.cni").
+func mergeCNIArgs(confBytes []byte, over map[string]json.RawMessage) ([]byte, error) {
+	var conf map[string]json.RawMessage
+	if err := json.Unmarshal(confBytes, &conf); err != nil {
+		return nil, err
+	}
+	args, err := rawObject(conf["args"])
+	if err != nil {
+		return nil, fmt.Errorf("args: %w", err)
+	}
+	cni, err := rawObject(args["cni"])
+	if err != nil {
+		return nil, fmt.Errorf("args.cni: %w", err)
+	}
+	for k, v := range over {
+		cni[k] = v
+	}
+	if args["cni"], err = json.Marshal(cni); err != nil {
+		return nil, err
+	}
+	if conf["args"], err = json.Marshal(args); err != nil {
+		return nil, err
+	}
+	return json.Marshal(conf)
+}
+
+// appendMember returns a copy of the JSON object obj with the member
+// prefix+value+suffix added before its closing brace; ok is false when obj
+// does not look like an object. obj must lack that member.
+func appendMember(obj []byte, prefix string, value []byte, suffix string) (out []byte, ok bool) {
+	body := bytes.TrimRight(obj, " \t\r\n")
+	if lead := bytes.TrimLeft(body, " \t\r\n"); len(lead) < 2 || lead[0] != '{' || body[len(body)-1] != '}' {
+		return nil, false
+	}
+	body = body[:len(body)-1]
+	out = make([]byte, 0, len(body)+len(prefix)+len(value)+len(suffix)+2)
+	out = append(out, body...)
+	if t := bytes.TrimRight(body, " \t\r\n"); t[len(t)-1] != '{' {
+		out = append(out, ',')
+	}
+	out = append(out, prefix...)
+	out = append(out, value...)
+	out = append(out, suffix...)
+	return append(out, '}'), true
 }
 
 // setPluginField returns a copy of list whose plugin i has top-level key k set to v.
@@ -433,32 +479,40 @@ func rawObject(raw json.RawMessage) (map[string]json.RawMessage, error) {
 }
 
 // rebuildList returns a copy of list with plugins as its plugins and Bytes
-// re-encoded to inline them (and "loadOnlyInlinedPlugins": true when
-// inlineAll), so that list.Bytes alone reproduces the list.
+// re-encoded from the list's fields to inline them (and
+// "loadOnlyInlinedPlugins": true when inlineAll), so that list.Bytes alone
+// reproduces the list for libcni. Top-level keys libcni does not read are
+// dropped; "cniVersions" is replaced by the cniVersion libcni chose from it.
 func rebuildList(list *libcni.NetworkConfigList, plugins []*libcni.PluginConfig, inlineAll bool) (*libcni.NetworkConfigList, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(list.Bytes, &top); err != nil {
-		return nil, fmt.Errorf("CNI config list %q: %w", list.Name, err)
-	}
-	raws := make([]json.RawMessage, len(plugins))
-	for i, p := range plugins {
-		raws[i] = p.Bytes
-	}
-	var err error
-	if top["plugins"], err = json.Marshal(raws); err != nil {
-		return nil, fmt.Errorf("CNI config list %q: %w", list.Name, err)
-	}
-	if inlineAll {
-		top["loadOnlyInlinedPlugins"] = json.RawMessage("true")
-	}
-	b, err := json.Marshal(top)
-	if err != nil {
-		return nil, fmt.Errorf("CNI config list %q: %w", list.Name, err)
-	}
 	nl := *list
 	nl.Plugins = plugins
-	nl.Bytes = b
 	nl.LoadOnlyInlinedPlugins = nl.LoadOnlyInlinedPlugins || inlineAll
+	n := 128
+	for _, p := range plugins {
+		n += len(p.Bytes) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, `{"cniVersion":`...)
+	b = append(b, mustMarshal(nl.CNIVersion)...)
+	b = append(b, `,"name":`...)
+	b = append(b, mustMarshal(nl.Name)...)
+	if nl.DisableCheck {
+		b = append(b, `,"disableCheck":true`...)
+	}
+	if nl.DisableGC {
+		b = append(b, `,"disableGC":true`...)
+	}
+	if nl.LoadOnlyInlinedPlugins {
+		b = append(b, `,"loadOnlyInlinedPlugins":true`...)
+	}
+	b = append(b, `,"plugins":[`...)
+	for i, p := range plugins {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, p.Bytes...)
+	}
+	nl.Bytes = append(b, "]}"...)
 	return &nl, nil
 }
 

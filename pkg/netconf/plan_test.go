@@ -468,3 +468,22 @@ func TestPlanMissingConfList(t *testing.T) {
 		t.Fatalf("error = %v", err)
 	}
 }
+
+func TestAppendMember(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{`{"type":"a"}`, `{"type":"a","args":{"cni":{"k":1}}}`},
+		{" \n{\n \"type\": \"a\"\n}\n ", " \n{\n \"type\": \"a\"\n,\"args\":{\"cni\":{\"k\":1}}}"},
+		{`{}`, `{"args":{"cni":{"k":1}}}`},
+		{`{ }`, `{ "args":{"cni":{"k":1}}}`},
+	} {
+		got, ok := appendMember([]byte(tt.in), `"args":{"cni":`, []byte(`{"k":1}`), `}`)
+		if !ok || string(got) != tt.want || !json.Valid(got) {
+			t.Errorf("appendMember(%q) = %q, %v; want %q", tt.in, got, ok, tt.want)
+		}
+	}
+	for _, in := range []string{``, `}`, `[1]`, `"x"`, `{`} {
+		if got, ok := appendMember([]byte(in), `"a":`, []byte(`1`), ``); ok {
+			t.Errorf("appendMember(%q) = %q, true; want not ok", in, got)
+		}
+	}
+}

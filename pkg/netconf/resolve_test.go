@@ -197,7 +197,7 @@ func TestResolveSpecConfigErrors(t *testing.T) {
 	}
 }
 
-func writeFile(t *testing.T, dir, name, content string) string {
+func writeFile(t testing.TB, dir, name, content string) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -414,5 +414,53 @@ func TestLoadDefault(t *testing.T) {
 				t.Errorf("got %q labelled %q, want %q labelled %q", l.Name, label, tt.wantName, tt.wantLabel)
 			}
 		})
+	}
+}
+
+func TestResolverMemo(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "10-disk.conf", `{"cniVersion":"1.0.0","name":"disk","type":"v1"}`)
+	r := NewResolver(NewConfDir(ConfDirOptions{Dir: dir}), 2)
+
+	a1, err := r.Resolve("ns", "a", specThickConf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2, _ := r.Resolve("ns", "a", specThickConf)
+	if a1 != a2 {
+		t.Error("unchanged spec.config was parsed again")
+	}
+	// Same spec.config text under another NAD name: its own entry, its own name (§3.4.2).
+	b, _ := r.Resolve("ns", "b", specThickConf)
+	if b.Name != "b" || a1.Name != "a" {
+		t.Errorf("names %q, %q; want a, b", a1.Name, b.Name)
+	}
+	// A changed spec.config is parsed again.
+	a3, err := r.Resolve("ns", "a", `{"cniVersion":"1.0.0","type":"changed"}`)
+	if err != nil || a3.Plugins[0].Network.Type != "changed" {
+		t.Fatalf("after change: %v, %v", a3, err)
+	}
+	// Errors are returned, not memoized over a good entry.
+	if _, err := r.Resolve("ns", "a", `{`); err == nil {
+		t.Fatal("bad spec.config accepted")
+	}
+	if a4, _ := r.Resolve("ns", "a", `{"cniVersion":"1.0.0","type":"changed"}`); a4 != a3 {
+		t.Error("good entry lost after an error")
+	}
+	// Bounded: a third NAD empties the memo of two.
+	if _, err := r.Resolve("ns", "c", specThickConf); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.memo) != 1 {
+		t.Errorf("memo holds %d entries, want 1 after overflow", len(r.memo))
+	}
+	r.Forget("ns", "c")
+	if len(r.memo) != 0 {
+		t.Errorf("memo holds %d entries after Forget", len(r.memo))
+	}
+	// Empty spec.config goes to disk.
+	d, err := r.Resolve("ns", "disk", "")
+	if err != nil || d.Plugins[0].Network.Type != "v1" {
+		t.Fatalf("on-disk: %v, %v", d, err)
 	}
 }
