@@ -3,6 +3,7 @@ package selection
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -137,14 +138,18 @@ func fieldError(key string, err error) error {
 
 // UnmarshalJSON decodes one network selection element: it checks the JSON
 // types of the spec's keys (§4.1.2.1), keeps keys with a period in
-// Extensions, and rejects other keys. It does not check values (addresses,
-// names, ranges) nor fill in the namespace: Parse does. Errors are
-// *AnnotationError.
+// Extensions, and rejects other keys and repeated keys. It does not check
+// values (addresses, names, ranges) nor fill in the namespace: Parse does.
+// Errors are *AnnotationError.
 func (e *Element) UnmarshalJSON(data []byte) error {
 	if string(bytes.TrimSpace(data)) == "null" {
 		return nil
 	}
 	c := collector{annotation: elementLabel}
+	if !json.Valid(data) {
+		c.add(-1, "", "", "", "is not valid JSON: "+jsonSyntaxError(data), secKeys)
+		return c.err()
+	}
 	var out Element
 	decodeElement(&c, -1, data, &out)
 	if err := c.err(); err != nil {
@@ -154,21 +159,19 @@ func (e *Element) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// decodeElement decodes one JSON value into e and reports type problems:
-// wrong JSON types, nulls, empty strings where the spec wants a value, zero
-// bandwidth values, unknown keys. A field with a problem is given a
-// harmless placeholder so that validateElement does not report it again;
-// the element is discarded anyway.
+// decodeElement decodes one JSON value (valid JSON) into e and reports type
+// problems: wrong JSON types, nulls, empty strings where the spec wants a
+// value, zero bandwidth values, unknown and repeated keys. A field with a
+// problem is given a harmless placeholder or marked in the returned set so
+// that validateElement does not report it again; the element is discarded
+// anyway. All bits set means "not an object".
 func decodeElement(c *collector, idx int, raw []byte, e *Element) fieldSet {
 	if k := kindOf(raw); k != "object" {
 		c.add(idx, "", "", "", "must be a JSON object, not "+article(k), secKeys)
 		return ^fieldSet(0)
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
-		c.add(idx, "", "", "", "is not a valid JSON object: "+err.Error(), secKeys)
-		return ^fieldSet(0)
-	}
+	var buf [16]member
+	m := members(raw, buf[:0])
 	var bad fieldSet
 	nw := ""
 	problem := func(f fieldSet, field, value, reason, section string) {
@@ -176,7 +179,7 @@ func decodeElement(c *collector, idx int, raw []byte, e *Element) fieldSet {
 		c.add(idx, nw, field, value, reason, section)
 	}
 	str := func(f fieldSet, key, section string, allowEmpty bool) string {
-		v, ok := m[key]
+		v, ok := m.get(key)
 		if !ok {
 			return ""
 		}
@@ -190,7 +193,7 @@ func decodeElement(c *collector, idx int, raw []byte, e *Element) fieldSet {
 		return s
 	}
 
-	if v, ok := m[keyName]; ok {
+	if v, ok := m.get(keyName); ok {
 		s, r := decodeString(v)
 		if r != "" {
 			problem(fName, keyName, "", r, secName)
@@ -200,13 +203,16 @@ func decodeElement(c *collector, idx int, raw []byte, e *Element) fieldSet {
 	} else {
 		problem(fName, keyName, "", "is required", secName)
 	}
+	if k, dup := m.duplicateKey(); dup {
+		problem(0, k, "", "appears more than once", secKeys)
+	}
 	e.Namespace = str(fNamespace, keyNamespace, secNamespace, true)
-	if v, ok := m[keyIPs]; ok {
-		e.IPRequest = decodeStringList(c, idx, &nw, v, keyIPs, secIPs, &bad, fIPs)
+	if v, ok := m.get(keyIPs); ok {
+		e.IPRequest = decodeStringList(c, idx, nw, v, keyIPs, secIPs, &bad, fIPs)
 	}
 	e.MacRequest = str(fMAC, keyMAC, secMAC, false)
 	e.InterfaceRequest = str(fInterface, keyInterface, secInterface, false)
-	if v, ok := m[keyCNIArgs]; ok {
+	if v, ok := m.get(keyCNIArgs); ok {
 		if k := kindOf(v); k != "object" {
 			problem(fCNIArgs, keyCNIArgs, "", "must be a JSON object, not "+article(k), secCNIArgs)
 		} else {
@@ -217,64 +223,49 @@ func decodeElement(c *collector, idx int, raw []byte, e *Element) fieldSet {
 			}
 		}
 	}
-	if v, ok := m[keyPortMappings]; ok {
+	if v, ok := m.get(keyPortMappings); ok {
 		e.PortMappingsRequest = decodePortMappings(c, idx, nw, v, &bad)
 	}
-	if v, ok := m[keyBandwidth]; ok {
+	if v, ok := m.get(keyBandwidth); ok {
 		e.BandwidthRequest = decodeBandwidth(c, idx, nw, v, &bad)
 	}
-	if v, ok := m[keyDefaultRoute]; ok {
-		e.GatewayRequest = decodeStringList(c, idx, &nw, v, keyDefaultRoute, secDefaultRoute, &bad, fDefaultRoute)
+	if v, ok := m.get(keyDefaultRoute); ok {
+		e.GatewayRequest = decodeStringList(c, idx, nw, v, keyDefaultRoute, secDefaultRoute, &bad, fDefaultRoute)
 	}
 	e.InfinibandGUIDRequest = str(fInfiniband, keyInfiniband, secInfiniband, false)
 	e.IPAMClaimReference = str(fIPAMClaim, keyIPAMClaim, secIPAMClaimRef, false)
 
-	if len(m) > countKnown(m) {
-		var unknown []string
-		for k := range m {
-			if !isKnownKey(k) {
-				unknown = append(unknown, k)
-			}
+	for i := range m {
+		if isKnownKey(m[i].key) {
+			continue
 		}
-		slices.Sort(unknown)
-		for _, k := range unknown {
-			if strings.Contains(k, ".") {
-				if e.Extensions == nil {
-					e.Extensions = make(map[string]json.RawMessage, len(unknown))
-				}
-				var buf bytes.Buffer
-				buf.Grow(len(m[k]))
-				_ = json.Compact(&buf, m[k]) // valid: it came from the decoder
-				e.Extensions[k] = buf.Bytes()
-				continue
+		k := string(m[i].key)
+		if strings.Contains(k, ".") {
+			if e.Extensions == nil {
+				e.Extensions = make(map[string]json.RawMessage)
 			}
-			reason := "is not a key of the spec; keys of other parties must use reverse domain notation, e.g. \"org.example." + k + "\""
-			if s := suggestKey(k); s != "" {
-				reason = "is not a key of the spec; did you mean " + strconv.Quote(s) + "?"
-			}
-			problem(fExtensions, k, "", reason, secKeys)
+			var cb bytes.Buffer
+			cb.Grow(len(m[i].val))
+			_ = json.Compact(&cb, m[i].val) // valid: checked by the caller
+			e.Extensions[k] = cb.Bytes()
+			continue
 		}
+		reason := "is not a key of the spec; keys of other parties must use reverse domain notation, e.g. \"org.example." + k + "\""
+		if s := suggestKey(k); s != "" {
+			reason = "is not a key of the spec; did you mean " + strconv.Quote(s) + "?"
+		}
+		problem(fExtensions, k, "", reason, secKeys)
 	}
 	return bad
 }
 
-func isKnownKey(k string) bool {
-	switch k {
+func isKnownKey(k []byte) bool {
+	switch string(k) {
 	case keyName, keyNamespace, keyIPs, keyMAC, keyInterface, keyCNIArgs,
 		keyPortMappings, keyBandwidth, keyDefaultRoute, keyInfiniband, keyIPAMClaim:
 		return true
 	}
 	return false
-}
-
-func countKnown(m map[string]json.RawMessage) int {
-	n := 0
-	for _, k := range knownKeys {
-		if _, ok := m[k]; ok {
-			n++
-		}
-	}
-	return n
 }
 
 // suggestKey returns the spec key that k most likely misspells: the same
@@ -341,24 +332,20 @@ func normalizeKey(k string) string {
 
 // decodeStringList decodes a JSON array of strings; an empty array gives a
 // non-nil empty slice.
-func decodeStringList(c *collector, idx int, nw *string, raw []byte, key, section string, bad *fieldSet, f fieldSet) []string {
+func decodeStringList(c *collector, idx int, nw string, raw []byte, key, section string, bad *fieldSet, f fieldSet) []string {
 	if k := kindOf(raw); k != "array" {
 		*bad |= f
-		c.add(idx, *nw, key, "", "must be a JSON array of strings, not "+article(k), section)
+		c.add(idx, nw, key, "", "must be a JSON array of strings, not "+article(k), section)
 		return nil
 	}
-	var items []json.RawMessage
-	if err := json.Unmarshal(raw, &items); err != nil {
-		*bad |= f
-		c.add(idx, *nw, key, "", "is not a valid JSON array: "+err.Error(), section)
-		return nil
-	}
-	out := make([]string, len(items))
-	for i, it := range items {
+	var buf [8][]byte
+	list := items(raw, buf[:0])
+	out := make([]string, len(list))
+	for i, it := range list {
 		s, r := decodeString(it)
 		if r != "" {
 			*bad |= f
-			c.add(idx, *nw, indexed(key, i), "", r, section)
+			c.add(idx, nw, indexed(key, i), "", r, section)
 		}
 		out[i] = s
 	}
@@ -371,14 +358,10 @@ func decodePortMappings(c *collector, idx int, nw string, raw []byte, bad *field
 		c.add(idx, nw, keyPortMappings, "", "must be a JSON array of objects, not "+article(k), secPortMappings)
 		return nil
 	}
-	var items []json.RawMessage
-	if err := json.Unmarshal(raw, &items); err != nil {
-		*bad |= fPortMappings
-		c.add(idx, nw, keyPortMappings, "", "is not a valid JSON array: "+err.Error(), secPortMappings)
-		return nil
-	}
-	out := make([]PortMapping, len(items))
-	for i, it := range items {
+	var buf [8][]byte
+	list := items(raw, buf[:0])
+	out := make([]PortMapping, len(list))
+	for i, it := range list {
 		field := indexed(keyPortMappings, i)
 		pm := &out[i]
 		// Placeholders keep validatePortMappings quiet about fields with a
@@ -388,13 +371,13 @@ func decodePortMappings(c *collector, idx int, nw string, raw []byte, bad *field
 			c.add(idx, nw, field, "", "must be a JSON object, not "+article(k), secPortMappings)
 			continue
 		}
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(it, &m); err != nil {
-			c.add(idx, nw, field, "", "is not a valid JSON object: "+err.Error(), secPortMappings)
-			continue
+		var mbuf [4]member
+		m := members(it, mbuf[:0])
+		if k, dup := m.duplicateKey(); dup {
+			c.add(idx, nw, field+"."+k, "", "appears more than once", secPortMappings)
 		}
 		port := func(key string, dst *int32) {
-			v, ok := m[key]
+			v, ok := m.get(key)
 			if !ok {
 				c.add(idx, nw, field+"."+key, "", "is required", secPortMappings)
 				return
@@ -413,7 +396,7 @@ func decodePortMappings(c *collector, idx int, nw string, raw []byte, bad *field
 		port("hostPort", &pm.HostPort)
 		port("containerPort", &pm.ContainerPort)
 		for _, key := range [...]string{"protocol", "hostIP"} {
-			v, ok := m[key]
+			v, ok := m.get(key)
 			if !ok {
 				continue
 			}
@@ -431,18 +414,11 @@ func decodePortMappings(c *collector, idx int, nw string, raw []byte, bad *field
 				pm.HostIP = s
 			}
 		}
-		if len(m) > 2 {
-			var unknown []string
-			for k := range m {
-				switch k {
-				case "hostPort", "containerPort", "protocol", "hostIP":
-				default:
-					unknown = append(unknown, k)
-				}
-			}
-			slices.Sort(unknown)
-			for _, k := range unknown {
-				c.add(idx, nw, field+"."+k, "", `is not a port mapping key (hostPort, containerPort, protocol, hostIP)`, secPortMappings)
+		for j := range m {
+			switch string(m[j].key) {
+			case "hostPort", "containerPort", "protocol", "hostIP":
+			default:
+				c.add(idx, nw, field+"."+string(m[j].key), "", `is not a port mapping key (hostPort, containerPort, protocol, hostIP)`, secPortMappings)
 			}
 		}
 	}
@@ -455,49 +431,53 @@ func decodeBandwidth(c *collector, idx int, nw string, raw []byte, bad *fieldSet
 		c.add(idx, nw, keyBandwidth, "", "must be a JSON object, not "+article(k), secBandwidth)
 		return nil
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
-		*bad |= fBandwidth
-		c.add(idx, nw, keyBandwidth, "", "is not a valid JSON object: "+err.Error(), secBandwidth)
-		return nil
+	var mbuf [4]member
+	m := members(raw, mbuf[:0])
+	if k, dup := m.duplicateKey(); dup {
+		c.add(idx, nw, keyBandwidth+"."+k, "", "appears more than once", secBandwidth)
 	}
 	b := &Bandwidth{}
-	known := 0
-	for _, kv := range [...]struct {
-		key string
-		dst *int64
-	}{{"ingressRate", &b.IngressRate}, {"ingressBurst", &b.IngressBurst}, {"egressRate", &b.EgressRate}, {"egressBurst", &b.EgressBurst}} {
-		v, ok := m[kv.key]
-		if !ok {
+	for j := range m {
+		var dst *int64
+		switch string(m[j].key) {
+		case "ingressRate":
+			dst = &b.IngressRate
+		case "ingressBurst":
+			dst = &b.IngressBurst
+		case "egressRate":
+			dst = &b.EgressRate
+		case "egressBurst":
+			dst = &b.EgressBurst
+		default:
+			*bad |= fBandwidth
+			c.add(idx, nw, keyBandwidth+"."+string(m[j].key), "", "is not a bandwidth key (ingressRate, ingressBurst, egressRate, egressBurst)", secBandwidth)
 			continue
 		}
-		known++
-		n, r := decodeInt(v)
+		n, r := decodeInt(m[j].val)
 		if r == "" && n == 0 {
 			r = "must be non-zero; leave the key out instead"
 		}
 		if r != "" {
-			c.add(idx, nw, keyBandwidth+"."+kv.key, "", r, secBandwidth)
+			c.add(idx, nw, keyBandwidth+"."+string(m[j].key), "", r, secBandwidth)
 			n = 1 // placeholder, see decodeElement
 		}
-		*kv.dst = n
-	}
-	if len(m) > known {
-		var unknown []string
-		for k := range m {
-			switch k {
-			case "ingressRate", "ingressBurst", "egressRate", "egressBurst":
-			default:
-				unknown = append(unknown, k)
-			}
-		}
-		slices.Sort(unknown)
-		for _, k := range unknown {
-			*bad |= fBandwidth
-			c.add(idx, nw, keyBandwidth+"."+k, "", "is not a bandwidth key (ingressRate, ingressBurst, egressRate, egressBurst)", secBandwidth)
-		}
+		*dst = n
 	}
 	return b
+}
+
+// jsonSyntaxError describes why b is not valid JSON, with the byte offset.
+func jsonSyntaxError(b []byte) string {
+	var v any
+	err := json.Unmarshal(b, &v)
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return se.Error() + " at byte " + strconv.FormatInt(se.Offset, 10)
+	}
+	if err != nil {
+		return err.Error()
+	}
+	return "invalid JSON"
 }
 
 // decodeString decodes a JSON string; the second result is a problem.

@@ -3,7 +3,6 @@ package selection
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 )
@@ -68,7 +67,13 @@ func ParseDefaultNetwork(annotation, podNamespace string) (*Element, error) {
 		elems = parseJSONList(&c, s, podNamespace, opt)
 	case s[0] == '{':
 		var e Element
-		bad := decodeElement(&c, 0, []byte(s), &e)
+		b := []byte(s)
+		bad := ^fieldSet(0)
+		if json.Valid(b) {
+			bad = decodeElement(&c, 0, b, &e)
+		} else {
+			c.add(-1, "", "", "", "is not a valid JSON object: "+jsonSyntaxError(b), secJSON)
+		}
 		if bad != ^fieldSet(0) {
 			validateElement(&c, 0, &e, podNamespace, bad, opt)
 			elems = []Element{e}
@@ -131,13 +136,16 @@ func cloneForValidation(e Element) Element {
 	return e
 }
 
-// parseJSONList decodes and validates the JSON list form (§4.1.2).
+// parseJSONList decodes and validates the JSON list form (§4.1.2); s
+// starts with '['.
 func parseJSONList(c *collector, s string, podNamespace string, opt options) []Element {
-	var raws []json.RawMessage
-	if err := json.Unmarshal([]byte(s), &raws); err != nil {
-		c.add(-1, "", "", "", "is not a valid JSON list: "+jsonErrorText(err), secJSON)
+	b := []byte(s)
+	if !json.Valid(b) {
+		c.add(-1, "", "", "", "is not a valid JSON list: "+jsonSyntaxError(b), secJSON)
 		return nil
 	}
+	var buf [8][]byte
+	raws := items(b, buf[:0])
 	if len(raws) == 0 {
 		return nil
 	}
@@ -195,17 +203,4 @@ func parseCommaList(c *collector, s string, podNamespace string, opt options) []
 		}
 		s = rest
 	}
-}
-
-// jsonErrorText makes encoding/json's syntax errors say where they are.
-func jsonErrorText(err error) string {
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return se.Error() + " at byte " + itoa(int(se.Offset))
-	}
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		return "the annotation must be a list, not " + article(te.Value)
-	}
-	return err.Error()
 }
