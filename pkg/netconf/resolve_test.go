@@ -3,6 +3,7 @@ package netconf
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -462,5 +463,45 @@ func TestResolverMemo(t *testing.T) {
 	d, err := r.Resolve("ns", "disk", "")
 	if err != nil || d.Plugins[0].Network.Type != "v1" {
 		t.Fatalf("on-disk: %v, %v", d, err)
+	}
+}
+
+func TestConfDirConcurrentLookups(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "10-a.conflist", `{"cniVersion":"1.0.0","name":"net-a","plugins":[{"type":"a"}]}`)
+	cd := NewConfDir(ConfDirOptions{Dir: dir})
+	r := NewResolver(cd, 0)
+	done := make(chan error, 4)
+	for g := range 4 {
+		go func() {
+			for i := range 200 {
+				if g == 0 && i%20 == 0 {
+					// Replace atomically, as config writers should.
+					tmp := filepath.Join(dir, "10-a.tmp")
+					if err := os.WriteFile(tmp, fmt.Appendf(nil, `{"cniVersion":"1.0.0","name":"net-a","plugins":[{"type":"a%d"}]}`, i), 0o644); err != nil {
+						done <- err
+						return
+					}
+					if err := os.Rename(tmp, filepath.Join(dir, "10-a.conflist")); err != nil {
+						done <- err
+						return
+					}
+				}
+				if _, err := r.Resolve("ns", "net-a", ""); err != nil {
+					done <- err
+					return
+				}
+				if _, err := r.Resolve("ns", fmt.Sprintf("spec-%d", i%3), specThickConf); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 4 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
