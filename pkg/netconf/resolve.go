@@ -90,8 +90,10 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 //
 // The returned list has a name, a cniVersion that libcni supports, and every
 // plugin a "type" without path separators; libcni copies the list's name and
-// cniVersion into each plugin when it runs it (§7.1). Errors are *ConfigError
-// naming the NAD and the field. The list is read-only.
+// cniVersion into each plugin when it runs it (§7.1). Every error names the
+// NAD; an unusable spec.config gives a *ConfigError whose Field names the
+// offending field. The list is read-only. Resolver memoizes this on the hot
+// path.
 func Resolve(nadNamespace, nadName, specConfig string, dir ConfigSource) (*libcni.NetworkConfigList, error) {
 	key := nadNamespace + "/" + nadName
 	if specConfig != "" {
