@@ -387,16 +387,21 @@ func (s *Server) call(ctx context.Context, req *api.Request) (resp *api.Response
 		err = types.NewError(types.ErrInvalidEnvironmentVariables, fmt.Sprintf("unknown CNI_COMMAND %q", req.Command), "")
 	}
 	if err != nil {
-		return &api.Response{V: api.Version, Error: toCNIError(err)}
+		return &api.Response{V: api.Version, Error: toCNIError(ctx, req.Command, err)}
 	}
 	return &api.Response{V: api.Version, Result: result}
 }
 
-// toCNIError returns err's *types.Error, or wraps err with code 999.
-func toCNIError(err error) *types.Error {
+// toCNIError returns err's *types.Error; an error caused by the request's
+// deadline becomes code 11 (try again later: the runtime retries a timed-out
+// sandbox); any other error becomes code 999 with err.Error() as msg.
+func toCNIError(ctx context.Context, cmd string, err error) *types.Error {
 	var cerr *types.Error
 	if errors.As(err, &cerr) {
 		return cerr
+	}
+	if errors.Is(err, context.DeadlineExceeded) && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return types.NewError(types.ErrTryAgainLater, fmt.Sprintf("multinetd: %s timed out", cmd), err.Error())
 	}
 	return types.NewError(types.ErrInternal, err.Error(), "")
 }

@@ -458,8 +458,9 @@ func TestRequestDeadline(t *testing.T) {
 	req := request(api.CmdAdd)
 	req.TimeoutMillis = 5000
 	resp := dial(t, path, req)
-	if resp.Error == nil || resp.Error.Code != types.ErrInternal || !strings.Contains(resp.Error.Msg, "deadline") {
-		t.Fatalf("ADD past RequestTimeout: %+v, want code 999 deadline error", resp)
+	if resp.Error == nil || resp.Error.Code != types.ErrTryAgainLater || resp.Error.Msg != "multinetd: ADD timed out" ||
+		resp.Error.Details != "attaching: context deadline exceeded" {
+		t.Fatalf("ADD past RequestTimeout: %+v, want code 11 timed out, details from the handler", resp)
 	}
 
 	path2, _ := start(t, h, Options{RequestTimeout: time.Hour})

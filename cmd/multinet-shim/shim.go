@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/ns"
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/multinet/multinet/pkg/cniserver/api"
+)
+
+// defaultTimeout bounds one forwarded operation unless the configuration sets
+// "timeout". It is well under the kubelet's sandbox timeout (2 × the 2 min
+// runtime request timeout) so that a stuck daemon yields a CNI error, not a
+// killed plugin.
+const defaultTimeout = 120 * time.Second
+
+// netConf holds the keys of the CNI network configuration the shim itself
+// reads; everything else is for the daemon.
+type netConf struct {
+	CNIVersion string `json:"cniVersion"`
+	// SocketPath is multinetd's socket (absolute); default api.DefaultSocketPath.
+	SocketPath string `json:"socketPath,omitempty"`
+	// Timeout is a Go duration string ("90s", "2m"); default defaultTimeout.
+	Timeout string `json:"timeout,omitempty"`
+}
+
+// config is netConf checked and defaulted.
+type config struct {
+	socketPath string
+	timeout    time.Duration
+}
+
+// loadConfig reads the shim's own keys from the stdin configuration.
+// Errors are CNI code 7 (invalid network config) naming the field.
+func loadConfig(stdin []byte) (*config, error) {
+	var nc netConf
+	if err := json.Unmarshal(stdin, &nc); err != nil {
+		return nil, types.NewError(types.ErrDecodingFailure, "multinet-shim: decoding network configuration", err.Error())
+	}
+	c := &config{socketPath: api.DefaultSocketPath, timeout: defaultTimeout}
+	if nc.SocketPath != "" {
+		if !filepath.IsAbs(nc.SocketPath) {
+			return nil, types.NewError(types.ErrInvalidNetworkConfig,
+				fmt.Sprintf("multinet-shim: field \"socketPath\": %q is not an absolute path", nc.SocketPath), "")
+		}
+		c.socketPath = nc.SocketPath
+	}
+	if nc.Timeout != "" {
+		d, err := time.ParseDuration(nc.Timeout)
+		if err != nil {
+			return nil, types.NewError(types.ErrInvalidNetworkConfig,
+				fmt.Sprintf("multinet-shim: field \"timeout\": %q is not a duration (e.g. \"90s\")", nc.Timeout), err.Error())
+		}
+		if d <= 0 {
+			return nil, types.NewError(types.ErrInvalidNetworkConfig,
+				fmt.Sprintf("multinet-shim: field \"timeout\": %q must be positive", nc.Timeout), "")
+		}
+		c.timeout = d
+	}
+	return c, nil
+}
+
+// shim implements the skel callbacks by forwarding to multinetd.
+type shim struct {
+	stdout io.Writer
+}
+
+func (s shim) add(args *skel.CmdArgs) error {
+	if err := checkNetns(args); err != nil {
+		return err
+	}
+	resp, err := forward(api.CmdAdd, args)
+	if err != nil {
+		return err
+	}
+	if r := bytes.TrimSpace(resp.Result); len(r) == 0 || string(r) == "null" {
+		return types.NewError(types.ErrInternal, "multinet-shim: multinetd answered ADD without a result", "")
+	}
+	if _, err := s.stdout.Write(resp.Result); err != nil {
+		return types.NewError(types.ErrIOFailure, "multinet-shim: writing result", err.Error())
+	}
+	return nil
+}
+
+func (s shim) del(args *skel.CmdArgs) error {
+	if err := checkNetns(args); err != nil {
+		return err
+	}
+	_, err := forward(api.CmdDel, args)
+	return err
+}
+
+func (s shim) check(args *skel.CmdArgs) error {
+	_, err := forward(api.CmdCheck, args)
+	return err
+}
+
+func (s shim) gc(args *skel.CmdArgs) error {
+	_, err := forward(api.CmdGC, args)
+	return err
+}
+
+func (s shim) status(args *skel.CmdArgs) error {
+	_, err := forward(api.CmdStatus, args)
+	return err
+}
+
+// checkNetns refuses CNI_NETNS naming the shim's own network namespace (the
+// host's, where multinetd also runs) before the daemon acts on it. skel does
+// the same check, but only after the operation.
+func checkNetns(args *skel.CmdArgs) error {
+	if o := strings.ToUpper(args.NetnsOverride); o == "TRUE" || o == "1" {
+		return nil
+	}
+	same, cerr := ns.CheckNetNS(args.Netns)
+	if cerr != nil {
+		return cerr
+	}
+	if same {
+		return types.NewError(types.ErrInvalidNetNS,
+			fmt.Sprintf("multinet-shim: CNI_NETNS %q is the plugin's own network namespace", args.Netns), "")
+	}
+	return nil
+}
+
+// forward sends one operation to multinetd and returns its successful
+// response. It returns the daemon's CNI error unchanged, and its own CNI
+// error when no answer arrived: code 50 for STATUS (CNI spec "STATUS"),
+// code 11 (try again later) otherwise — never success, since the daemon may
+// not have done the work.
+func forward(cmd string, args *skel.CmdArgs) (*api.Response, error) {
+	c, err := loadConfig(args.StdinData)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	req := &api.Request{
+		V:           api.Version,
+		Command:     cmd,
+		ContainerID: args.ContainerID,
+		Netns:       args.Netns,
+		IfName:      args.IfName,
+		Args:        args.Args,
+		Path:        args.Path,
+		Config:      args.StdinData,
+	}
+	resp, err := api.Dial(ctx, c.socketPath, req)
+	if err != nil {
+		return nil, transportError(cmd, c, err)
+	}
+	if resp.Error != nil {
+		return nil, resp.Error
+	}
+	return resp, nil
+}
+
+// transportError turns a failed exchange into the CNI error reported to the
+// runtime.
+func transportError(cmd string, c *config, err error) *types.Error {
+	code := types.ErrTryAgainLater
+	if cmd == api.CmdStatus {
+		code = 50 // CNI 1.1.0 STATUS: "the plugin is not available"
+	}
+	msg := fmt.Sprintf("multinet-shim: %s: multinetd not reachable at %s", cmd, c.socketPath)
+	if errors.Is(err, context.DeadlineExceeded) {
+		msg = fmt.Sprintf("multinet-shim: %s: no answer from multinetd at %s within %s (\"timeout\")", cmd, c.socketPath, c.timeout)
+	}
+	return types.NewError(code, msg, err.Error())
+}
