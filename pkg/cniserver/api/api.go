@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -99,8 +100,12 @@ type Response struct {
 	Error *types.Error `json:"error,omitempty"`
 }
 
-// Timeout returns TimeoutMillis as a duration (0 when unknown).
+// Timeout returns TimeoutMillis as a duration (0 when unknown), saturating
+// at the largest time.Duration instead of overflowing.
 func (r *Request) Timeout() time.Duration {
+	if r.TimeoutMillis > int64(math.MaxInt64/time.Millisecond) {
+		return math.MaxInt64
+	}
 	return time.Duration(r.TimeoutMillis) * time.Millisecond
 }
 

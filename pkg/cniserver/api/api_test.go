@@ -323,3 +323,14 @@ func TestDialEarlyAnswer(t *testing.T) {
 		t.Errorf("response %+v, want %+v", resp, want)
 	}
 }
+
+func TestRequestTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		ms   int64
+		want time.Duration
+	}{{0, 0}, {1500, 1500 * time.Millisecond}, {1 << 62, time.Duration(1<<63 - 1)}} {
+		if got := (&Request{TimeoutMillis: tc.ms}).Timeout(); got != tc.want {
+			t.Errorf("Timeout() with timeoutMs %d = %s, want %s", tc.ms, got, tc.want)
+		}
+	}
+}
