@@ -147,7 +147,7 @@ func (c *collector) add(index int, network, field, value, reason, section string
 		Annotation: c.annotation,
 		Index:      index,
 		Network:    truncate(network),
-		Field:      field,
+		Field:      truncate(field),
 		Value:      truncate(value),
 		Reason:     reason,
 		Section:    section,

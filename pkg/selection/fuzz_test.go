@@ -1,6 +1,8 @@
 package selection
 
 import (
+	"bytes"
+	"encoding/json"
 	"reflect"
 	"testing"
 )
@@ -50,5 +52,61 @@ func FuzzParse(f *testing.F) {
 		}
 		// ParseDefaultNetwork must not panic on the same input either.
 		_, _ = ParseDefaultNetwork(annotation, podNS)
+	})
+}
+
+// FuzzScan: the allocation-free walk of scan.go agrees with encoding/json
+// on every valid JSON text: same members (last one wins in encoding/json,
+// so only texts without repeated keys are compared) and same array items.
+func FuzzScan(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `[]`, ` { "a" : 1 , "b" : [ "x" , { "c" : null } ] } `,
+		`{"k\"ey":"v\\","\u0041":"\u00e9","e":-1.5e+10,"t":true,"f":false}`,
+		`[1,"2",[3],{"4":4},null]`, `"str"`, `12`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		b := []byte(s)
+		// The helpers must not panic on any input.
+		_ = members(b, nil)
+		_ = items(b, nil)
+		if !json.Valid(b) {
+			return
+		}
+		switch kindOf(b) {
+		case "object":
+			var want map[string]json.RawMessage
+			if err := json.Unmarshal(b, &want); err != nil {
+				t.Fatal(err)
+			}
+			got := members(b, nil)
+			if _, dup := got.duplicateKey(); dup {
+				return
+			}
+			if len(got) != len(want) {
+				t.Fatalf("members: %d, encoding/json: %d", len(got), len(want))
+			}
+			for _, m := range got {
+				w, ok := want[string(m.key)]
+				if !ok || !bytes.Equal(m.val, w) {
+					t.Fatalf("member %q = %q, encoding/json %q (present %v)", m.key, m.val, w, ok)
+				}
+			}
+		case "array":
+			var want []json.RawMessage
+			if err := json.Unmarshal(b, &want); err != nil {
+				t.Fatal(err)
+			}
+			got := items(b, nil)
+			if len(got) != len(want) {
+				t.Fatalf("items: %d, encoding/json: %d", len(got), len(want))
+			}
+			for i := range got {
+				if !bytes.Equal(got[i], want[i]) {
+					t.Fatalf("item %d = %q, encoding/json %q", i, got[i], want[i])
+				}
+			}
+		}
 	})
 }

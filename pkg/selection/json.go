@@ -250,8 +250,10 @@ func decodeElement(c *collector, idx int, raw []byte, e *Element) fieldSet {
 			e.Extensions[k] = cb.Bytes()
 			continue
 		}
-		reason := "is not a key of the spec; keys of other parties must use reverse domain notation, e.g. \"org.example." + k + "\""
-		if s := suggestKey(k); s != "" {
+		reason := "is not a key of the spec; keys of other parties must use reverse domain notation, e.g. \"org.example." + truncate(k) + "\""
+		if k == "" {
+			reason = "an empty key is not a key of the spec"
+		} else if s := suggestKey(k); s != "" {
 			reason = "is not a key of the spec; did you mean " + strconv.Quote(s) + "?"
 		}
 		problem(fExtensions, k, "", reason, secKeys)

@@ -611,3 +611,30 @@ func assertRoundTrip(t *testing.T, x []Element, podNS string) {
 		t.Errorf("round trip through %s\n got  %#v\n want %#v", s, y, x)
 	}
 }
+
+// TestHostileInput: huge keys and values are cut in errors; deep nesting
+// and many problems do not fail.
+func TestHostileInput(t *testing.T) {
+	long := strings.Repeat("k", 10000)
+	_, err := Parse(`[{"name":"n","`+long+`":1,"":2}]`, "ns")
+	if err == nil || len(err.Error()) > 600 {
+		t.Fatalf("error not bounded: %d bytes", len(err.Error()))
+	}
+	if !strings.Contains(err.Error(), "an empty key") {
+		t.Errorf("empty key not reported: %v", err)
+	}
+	deep := `[{"name":"n","cni-args":{"a":` + strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + `}}]`
+	if _, err := Parse(deep, "ns"); err != nil {
+		t.Errorf("deep cni-args: %v", err)
+	}
+	gws := `[{"name":"n","default-route":["10.0.0.1"` + strings.Repeat(`,"10.0.0.2"`, 20) + `]}]`
+	_, err = Parse(gws, "ns")
+	if got := len(problemsOf(t, err)); got != 19 {
+		t.Errorf("got %d problems, want 19 repeated gateways", got)
+	}
+	many := `[` + strings.Repeat(`{"name":"n","interface":"eth1"},`, 2000) + `{"name":"n"}]`
+	_, err = Parse(many, "ns")
+	if got := len(problemsOf(t, err)); got != 1999 {
+		t.Errorf("got %d problems, want 1999 duplicate interfaces", got)
+	}
+}

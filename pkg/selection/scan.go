@@ -3,6 +3,7 @@ package selection
 import (
 	"bytes"
 	"encoding/json"
+	"unicode/utf8"
 )
 
 // This file walks JSON text that json.Valid has accepted, without
@@ -139,7 +140,8 @@ func members(b []byte, buf object) object {
 			return buf
 		}
 		key := b[i+1 : end-1]
-		if bytes.IndexByte(key, '\\') >= 0 {
+		if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) {
+			// As encoding/json: unescape, and replace invalid UTF-8 by U+FFFD.
 			var s string
 			_ = json.Unmarshal(b[i:end], &s)
 			key = []byte(s)

@@ -123,6 +123,7 @@ func validateElement(c *collector, idx int, e *Element, podNamespace string, bad
 		validateBandwidth(c, idx, nw, e.BandwidthRequest)
 	}
 	if bad&fDefaultRoute == 0 && e.GatewayRequest != nil {
+		seen := newFirstSeen(len(e.GatewayRequest))
 		for i, s := range e.GatewayRequest {
 			canon, r := canonicalIP(s)
 			if r != "" {
@@ -130,11 +131,8 @@ func validateElement(c *collector, idx int, e *Element, podNamespace string, bad
 				continue
 			}
 			e.GatewayRequest[i] = canon
-			for j := 0; j < i; j++ {
-				if e.GatewayRequest[j] == canon {
-					c.add(idx, nw, indexed("default-route", i), s, "repeats default-route["+strconv.Itoa(j)+"]", secDefaultRoute)
-					break
-				}
+			if j, dup := seen.check(e.GatewayRequest, i); dup {
+				c.add(idx, nw, indexed("default-route", i), s, "repeats default-route["+strconv.Itoa(j)+"]", secDefaultRoute)
 			}
 		}
 	}
@@ -225,14 +223,19 @@ func validateBandwidth(c *collector, idx int, nw string, b *Bandwidth) {
 // (§4.1.2.1.5) and at most one "default-route" (§4.1.2.1.9).
 func validateSet(c *collector, elems []Element) {
 	firstRoute := -1
+	var buf [8]string
+	names := buf[:0]
+	if len(elems) > len(buf) {
+		names = make([]string, 0, len(elems))
+	}
+	names = names[:len(elems)]
+	seen := newFirstSeen(len(elems))
 	for i := range elems {
 		e := &elems[i]
+		names[i] = e.InterfaceRequest
 		if e.InterfaceRequest != "" {
-			for j := 0; j < i; j++ {
-				if elems[j].InterfaceRequest == e.InterfaceRequest {
-					c.add(i, e.Name, "interface", e.InterfaceRequest, "is already requested by "+elementRef(j, elems[j].Name), secInterface)
-					break
-				}
+			if j, dup := seen.check(names, i); dup {
+				c.add(i, e.Name, "interface", e.InterfaceRequest, "is already requested by "+elementRef(j, elems[j].Name), secInterface)
 			}
 		}
 		if e.GatewayRequest != nil {
@@ -243,6 +246,41 @@ func validateSet(c *collector, elems []Element) {
 			}
 		}
 	}
+}
+
+// firstSeen finds the first earlier occurrence of a string: by a linear
+// scan for the short lists of real annotations, by a map for long ones, so
+// that hostile input cannot take quadratic time.
+type firstSeen struct {
+	m map[string]int
+}
+
+func newFirstSeen(n int) firstSeen {
+	if n > 16 {
+		return firstSeen{m: make(map[string]int, n)}
+	}
+	return firstSeen{}
+}
+
+// check reports the index of the first list[j] == list[i] with j < i, and
+// records list[i]. Empty strings are never duplicates.
+func (f firstSeen) check(list []string, i int) (int, bool) {
+	s := list[i]
+	if f.m == nil {
+		for j := 0; j < i; j++ {
+			if list[j] == s && s != "" {
+				return j, true
+			}
+		}
+		return 0, false
+	}
+	if j, ok := f.m[s]; ok {
+		return j, true
+	}
+	if s != "" {
+		f.m[s] = i
+	}
+	return 0, false
 }
 
 func elementRef(i int, name string) string {
