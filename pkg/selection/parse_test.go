@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -253,6 +254,12 @@ func TestParseInvalid(t *testing.T) {
 		{"typo ifname", `[{"name":"n","ifname":"eth1"}]`, []problem{{0, "ifname", "4.1.2.1"}}, `did you mean "interface"?`},
 		{"typo case", `[{"name":"n","portmappings":[]}]`, []problem{{0, "portmappings", "4.1.2.1"}}, `did you mean "portMappings"?`},
 		{"unknown key", `[{"name":"n","color":"red"}]`, []problem{{0, "color", "4.1.2.1"}}, "reverse domain notation"},
+		{"repeated key", `[{"name":"a","name":"b"}]`, []problem{{0, "name", "4.1.2.1"}}, "appears more than once"},
+		{"repeated key escaped", `[{"name":"a","n\u0061me":"b"}]`, []problem{{0, "name", "4.1.2.1"}}, "appears more than once"},
+		{"repeated key among many", `[{"name":"a"` + manyExtensions(40) + `,"org.k0":1}]`, []problem{{0, "org.k0", "4.1.2.1"}}, "appears more than once"},
+		{"repeated port key", `[{"name":"n","portMappings":[{"hostPort":80,"containerPort":80,"hostPort":81}]}]`, []problem{{0, "portMappings[0].hostPort", "4.1.2.1.7"}}, "appears more than once"},
+		{"repeated bandwidth key", `[{"name":"n","bandwidth":{"egressRate":1,"egressRate":2}}]`, []problem{{0, "bandwidth.egressRate", "4.1.2.1.8"}}, "appears more than once"},
+		{"bandwidth overflow", `[{"name":"n","bandwidth":{"egressRate":99999999999999999999}}]`, []problem{{0, "bandwidth.egressRate", "4.1.2.1.8"}}, "out of range"},
 		// §4.1.2.1.1
 		{"no name", `[{"namespace":"ns"}]`, []problem{{0, "name", "4.1.2.1.1"}}, "is required"},
 		{"empty name JSON", `[{"name":""}]`, []problem{{0, "name", "4.1.2.1.1"}}, "is required"},
@@ -636,5 +643,21 @@ func TestHostileInput(t *testing.T) {
 	_, err = Parse(many, "ns")
 	if got := len(problemsOf(t, err)); got != 1999 {
 		t.Errorf("got %d problems, want 1999 duplicate interfaces", got)
+	}
+}
+
+func manyExtensions(n int) string {
+	var b strings.Builder
+	for i := range n {
+		b.WriteString(`,"org.k` + strconv.Itoa(i) + `":1`)
+	}
+	return b.String()
+}
+
+func TestElementUnmarshalInvalidJSON(t *testing.T) {
+	var e Element
+	err := e.UnmarshalJSON([]byte(`{"name":`))
+	if err == nil || !strings.Contains(err.Error(), "network selection element: is not valid JSON") {
+		t.Errorf("UnmarshalJSON(invalid) = %v", err)
 	}
 }
