@@ -418,3 +418,19 @@ func BenchmarkExecAdd(b *testing.B) {
 		}
 	}
 }
+
+// The shim is exec'd for every sandbox operation: it must not pull in
+// client-go, net/http, gRPC, Prometheus or klog (DESIGN.md components table).
+func TestImportsStaySmall(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, banned := range []string{"net/http", "k8s.io/", "sigs.k8s.io/", "google.golang.org/grpc", "github.com/prometheus/", "github.com/vishvananda/netlink"} {
+			if dep == banned || strings.HasPrefix(dep, banned) {
+				t.Errorf("multinet-shim depends on %s", dep)
+			}
+		}
+	}
+}
