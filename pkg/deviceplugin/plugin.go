@@ -197,28 +197,35 @@ func (p *Plugin) serve(ctx context.Context) (*grpc.Server, <-chan error, error) 
 // failed), false when ctx is done.
 func (p *Plugin) registerAndWatch(ctx context.Context, log klog.Logger, w *fsnotify.Watcher, served <-chan error) bool {
 	kubeletSock := filepath.Join(p.dir, KubeletSocketName)
-	ourIno := inode(p.socket)
-	var registeredIno uint64 // inode of the kubelet.sock we registered with; 0 = not registered
+	ourID := identity(p.socket)
+	var registered fileID // the kubelet.sock we registered with; zero = not registered
 	backoff := time.Second
 	retry := time.NewTimer(0)
 	defer retry.Stop()
 
-	attempt := func() {
-		ino, err := p.register(ctx, kubeletSock)
+	socketGone := func() bool { return identity(p.socket) != ourID }
+	// attempt registers unless our socket is gone (then it reports that the
+	// server must be re-created first: kubelet must find us serving).
+	attempt := func() (restart bool) {
+		if socketGone() {
+			log.Info("Device plugin socket removed (kubelet restart?), serving again before registering", "socket", p.socket)
+			return true
+		}
+		id, err := p.register(ctx, kubeletSock)
 		if err != nil {
 			if ctx.Err() != nil {
-				return
+				return false
 			}
 			log.Info("Registration with kubelet failed, will retry", "err", err.Error(), "backoff", backoff)
 			retry.Reset(backoff)
 			backoff = min(2*backoff, 30*time.Second)
-			return
+			return false
 		}
-		registeredIno, backoff = ino, time.Second
+		registered, backoff = id, time.Second
 		retry.Stop()
 		log.Info("Registered with kubelet", "socket", p.socket)
+		return false
 	}
-	socketGone := func() bool { return inode(p.socket) != ourIno }
 
 	for {
 		select {
@@ -228,8 +235,8 @@ func (p *Plugin) registerAndWatch(ctx context.Context, log klog.Logger, w *fsnot
 			log.Error(err, "gRPC server stopped, serving again")
 			return true
 		case <-retry.C:
-			if registeredIno == 0 {
-				attempt()
+			if registered == (fileID{}) && attempt() {
+				return true
 			}
 		case ev, ok := <-w.Events:
 			if !ok {
@@ -244,17 +251,15 @@ func (p *Plugin) registerAndWatch(ctx context.Context, log klog.Logger, w *fsnot
 					}
 				}
 			case kubeletSock:
-				if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
-					// kubelet is gone; whatever appears next needs a Register
-					// (inode numbers are reused, so they alone cannot tell).
-					registeredIno = 0
-				}
+				// Events may be stale: what counts is the kubelet.sock there now.
 				if ev.Has(fsnotify.Create) {
-					if ino := inode(kubeletSock); ino != 0 && ino != registeredIno {
+					if id := identity(kubeletSock); id != (fileID{}) && id != registered {
 						log.Info("kubelet.sock re-created, re-registering")
-						registeredIno = 0
+						registered = fileID{}
 						backoff = time.Second
-						attempt()
+						if attempt() {
+							return true
+						}
 					}
 				}
 			}
@@ -267,26 +272,28 @@ func (p *Plugin) registerAndWatch(ctx context.Context, log klog.Logger, w *fsnot
 			if socketGone() {
 				return true
 			}
-			if ino := inode(kubeletSock); ino != 0 && ino != registeredIno {
-				registeredIno = 0
-				attempt()
+			if id := identity(kubeletSock); id != (fileID{}) && id != registered {
+				registered = fileID{}
+				if attempt() {
+					return true
+				}
 			}
 		}
 	}
 }
 
 // register calls kubelet's Registration.Register over kubeletSock and
-// returns the inode of the kubelet.sock it registered with.
-func (p *Plugin) register(ctx context.Context, kubeletSock string) (uint64, error) {
-	ino := inode(kubeletSock)
-	if ino == 0 {
-		return 0, fmt.Errorf("%s does not exist yet", kubeletSock)
+// returns the identity of the kubelet.sock it registered with.
+func (p *Plugin) register(ctx context.Context, kubeletSock string) (fileID, error) {
+	id := identity(kubeletSock)
+	if id == (fileID{}) {
+		return fileID{}, fmt.Errorf("%s does not exist yet", kubeletSock)
 	}
 	cctx, cancel := context.WithTimeout(ctx, p.rpcTO)
 	defer cancel()
 	conn, err := grpc.NewClient("unix://"+kubeletSock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		return 0, fmt.Errorf("connect to kubelet: %w", err)
+		return fileID{}, fmt.Errorf("connect to kubelet: %w", err)
 	}
 	defer conn.Close()
 	_, err = pluginapi.NewRegistrationClient(conn).Register(cctx, &pluginapi.RegisterRequest{
@@ -296,21 +303,25 @@ func (p *Plugin) register(ctx context.Context, kubeletSock string) (uint64, erro
 		Options:      options(),
 	})
 	if err != nil {
-		return 0, fmt.Errorf("register %s with kubelet: %w", p.ResourceName(), err)
+		return fileID{}, fmt.Errorf("register %s with kubelet: %w", p.ResourceName(), err)
 	}
-	return ino, nil
+	return id, nil
 }
 
-// inode of path, 0 when it does not exist.
-func inode(path string) uint64 {
-	st, err := os.Stat(path)
-	if err != nil {
-		return 0
+// fileID tells one incarnation of a path from the next: inode numbers are
+// reused once a file is deleted, the pair with the change time (ns) is not.
+type fileID struct {
+	ino   uint64
+	ctime int64
+}
+
+// identity of path; the zero fileID when it does not exist.
+func identity(path string) fileID {
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return fileID{}
 	}
-	if s, ok := st.Sys().(*syscall.Stat_t); ok {
-		return s.Ino
-	}
-	return 0
+	return fileID{ino: st.Ino, ctime: st.Ctim.Nano()}
 }
 
 func options() *pluginapi.DevicePluginOptions {

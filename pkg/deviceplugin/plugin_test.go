@@ -253,7 +253,7 @@ func TestKubeletRestart(t *testing.T) {
 func waitSocket(t *testing.T, path string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for inode(path) == 0 {
+	for identity(path) == (fileID{}) {
 		if time.Now().After(deadline) {
 			t.Fatalf("socket %s never appeared", path)
 		}
