@@ -127,8 +127,20 @@ func TestVhostUserPluginRPCs(t *testing.T) {
 		t.Fatalf("list after removing slot0 = %v", got)
 	}
 
+	// A second stream, to see it end when the plugin stops.
+	stream, err := c.ListAndWatch(ctx, &pluginapi.Empty{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+
 	// Stop: socket and device-info files removed (device-info spec §4.1.1).
 	rp.stop(t)
+	if _, err := stream.Recv(); err == nil {
+		t.Error("ListAndWatch stream still open after the plugin stopped")
+	}
 	if _, err := os.Stat(rp.SocketPath()); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("socket still there after stop: %v", err)
 	}
