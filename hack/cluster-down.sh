@@ -1,0 +1,241 @@
+#!/usr/bin/env bash
+# cluster-down.sh stops the local cluster that hack/cluster-up.sh started and
+# leaves nothing behind: every process it started (by PID: SIGTERM, wait,
+# SIGKILL), the pods' containers and shims, every mount under _output/cluster
+# (kubelet pod volumes, containerd rootfs/shm, network namespaces), the
+# bridge and veths, the kubepods cgroups, the host changes recorded by
+# cluster-up (sysctls, /etc/hosts line, created directories), and the state
+# directory. The component logs are kept in _output/cluster-last-logs/.
+#
+# It continues past failures and exits non-zero if something is left.
+set -uo pipefail
+
+# shellcheck source=hack/lib/cluster.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/cluster.sh"
+LOG_PREFIX=cluster-down
+
+SUMMARY=()
+PROBLEMS=()
+note() { SUMMARY+=("$*"); }
+problem() { PROBLEMS+=("$*"); log "WARNING: $*"; }
+
+stop_component() {
+  local name=$1 grace=${2:-10} pid
+  if pid=$(component_pid "$name"); then
+    if stop_pid "$pid" "$name" "$grace"; then note "stopped $name (pid $pid)"; else problem "$name (pid $pid) still running"; fi
+  fi
+  rm -f "$PID_DIR/$name.pid" "$PID_DIR/$name.exe"
+}
+
+# delete_pods lets the kubelet tear every pod down through the runtime and
+# CNI (DEL) while the cluster still runs. The controllers are stopped first so
+# nothing is recreated.
+delete_pods() {
+  component_alive kube-apiserver && component_alive kubelet && component_alive containerd || return 0
+  [[ -f $KUBECONFIG_FILE ]] && apiserver_ready || return 0
+  stop_component kube-controller-manager
+  stop_component kube-scheduler
+  local n
+  n=$(kc get pods -A --no-headers 2>/dev/null | wc -l)
+  ((n > 0)) || return 0
+  log "deleting $n pod(s) through the kubelet (CNI DEL runs for each)"
+  if kc delete pods --all -A --grace-period=1 --wait=true --timeout=45s >/dev/null 2>&1; then
+    note "deleted $n pod(s) through the kubelet"
+  else
+    problem "not every pod was deleted in 45s; removing the rest through containerd"
+  fi
+}
+
+# remove_containers stops and removes every container of our containerd
+# (pods the kubelet did not get to), so the shims exit.
+remove_containers() {
+  component_alive containerd || return 0
+  local ids id n=0
+  ids=$(ctr_cmd tasks list -q 2>/dev/null)
+  for id in $ids; do ctr_cmd tasks kill -s SIGKILL "$id" >/dev/null 2>&1; done
+  for id in $ids; do
+    ctr_cmd tasks delete -f "$id" >/dev/null 2>&1 || ctr_cmd tasks delete "$id" >/dev/null 2>&1
+    n=$((n + 1))
+  done
+  ((n > 0)) && note "killed $n leftover container task(s)"
+  for id in $(ctr_cmd containers list -q 2>/dev/null); do ctr_cmd containers delete "$id" >/dev/null 2>&1; done
+}
+
+# kill_leftover_processes kills the shims of our containerd (found by its
+# socket path, which is unique to this cluster) and any process left in the
+# kubelet's kubepods cgroups.
+kill_leftover_processes() {
+  local pid cmd n=0 procs
+  for pid in $(pgrep -f "containerd-shim-runc-v2 .*-address $CONTAINERD_SOCKET" 2>/dev/null); do
+    kill -KILL "$pid" 2>/dev/null && n=$((n + 1))
+  done
+  ((n > 0)) && note "killed $n containerd shim(s)"
+  n=0
+  procs=$(find /sys/fs/cgroup/*/kubepods -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u)
+  for pid in $procs; do kill -KILL "$pid" 2>/dev/null && n=$((n + 1)); done
+  ((n > 0)) && note "killed $n process(es) left in kubepods cgroups"
+  ((n > 0)) && sleep 1
+  return 0
+}
+
+remove_cgroups() {
+  local root d n=0
+  for root in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
+    [[ -d $root ]] || continue
+    while read -r d; do rmdir "$d" 2>/dev/null && n=$((n + 1)); done < <(find "$root" -depth -type d)
+    [[ -d $root ]] && problem "cgroup $root still exists"
+  done
+  ((n > 0)) && note "removed $n kubepods cgroup(s)"
+  return 0
+}
+
+# unmount_all unmounts everything mounted under the cluster directory,
+# deepest first; a few passes because shared mounts propagate.
+unmount_all() {
+  local pass mp n=0 left
+  for pass in 1 2 3 4 5; do
+    left=$(awk -v d="$CLUSTER_DIR" 'index($5, d"/") == 1 || $5 == d {print $5}' /proc/self/mountinfo | sort -r | uniq)
+    [[ -n $left ]] || break
+    while read -r mp; do
+      [[ -n $mp ]] || continue
+      umount "$mp" 2>/dev/null || umount -l "$mp" 2>/dev/null
+      n=$((n + 1))
+    done <<<"$left"
+  done
+  ((n > 0)) && note "unmounted $n mount(s) under $CLUSTER_DIR"
+  left=$(awk -v d="$CLUSTER_DIR" 'index($5, d"/") == 1 {print $5}' /proc/self/mountinfo)
+  [[ -z $left ]] || problem "still mounted: $(echo "$left" | head -n 3 | tr '\n' ' ')"
+}
+
+remove_links() {
+  local l n=0
+  for l in $(ip -o link show master "$BRIDGE_NAME" 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1); do
+    ip link delete "$l" 2>/dev/null && n=$((n + 1))
+  done
+  ((n > 0)) && note "deleted $n veth(s) on $BRIDGE_NAME"
+  if ip link show "$BRIDGE_NAME" >/dev/null 2>&1; then
+    ip link delete "$BRIDGE_NAME" && note "deleted bridge $BRIDGE_NAME" || problem "could not delete bridge $BRIDGE_NAME"
+  fi
+}
+
+# remove_iptables_chains removes the chains a kubelet creates when
+# makeIPTablesUtilChains is on (cluster-up turns it off; this cleans up after
+# older runs): the jumps to them first, then the chains.
+remove_iptables_chains() {
+  local cmd t c n=0
+  for cmd in iptables ip6tables; do
+    command -v "$cmd" >/dev/null || continue
+    while "$cmd" -w 5 -t filter -D INPUT -j KUBE-FIREWALL 2>/dev/null; do :; done
+    while "$cmd" -w 5 -t filter -D OUTPUT -j KUBE-FIREWALL 2>/dev/null; do :; done
+    for t in mangle nat filter; do
+      for c in KUBE-KUBELET-CANARY KUBE-IPTABLES-HINT KUBE-FIREWALL; do
+        "$cmd" -w 5 -t "$t" -S "$c" >/dev/null 2>&1 || continue
+        "$cmd" -w 5 -t "$t" -F "$c" 2>/dev/null
+        if "$cmd" -w 5 -t "$t" -X "$c" 2>/dev/null; then n=$((n + 1)); else problem "could not delete $cmd chain $t/$c"; fi
+      done
+    done
+  done
+  ((n > 0)) && note "removed $n kubelet iptables chain(s)"
+  return 0
+}
+
+# restore_host undoes what cluster-up recorded in $HOST_RECORD.
+restore_host() {
+  [[ -f $HOST_RECORD ]] || return 0
+  local kind a b rest dirs=()
+  while read -r kind a b rest; do
+    case $kind in
+    sysctl)
+      [[ -n $b ]] || continue
+      local want="$b${rest:+ $rest}" have
+      have=$(sysctl -n "$a" 2>/dev/null | tr '\t' ' ')
+      if [[ $have != "$want" ]]; then
+        sysctl -qw "$a=$want" >/dev/null 2>&1 && note "restored sysctl $a=$want (was $have)" ||
+          problem "could not restore sysctl $a=$want"
+      fi
+      ;;
+    hosts-line)
+      if grep -qF "$HOSTS_MARK" /etc/hosts; then
+        # /etc/hosts may be a bind mount: rewrite in place, never rename.
+        local kept
+        kept=$(grep -vF "$HOSTS_MARK" /etc/hosts)
+        printf '%s\n' "$kept" >/etc/hosts && note "removed the /etc/hosts line for $b"
+      fi
+      ;;
+    created-dir) dirs+=("$a") ;;
+    esac
+  done <"$HOST_RECORD"
+  # The kubelet's legacy /var/log/containers symlinks into our pod log dir.
+  local l n=0
+  for l in /var/log/containers/*.log; do
+    [[ -L $l && $(readlink "$l") == "$LOG_DIR/"* ]] && rm -f "$l" && n=$((n + 1))
+  done
+  ((n > 0)) && note "removed $n symlink(s) from /var/log/containers"
+  # The kubelet's fixed device-plugin registration socket.
+  rm -f "$DEVICE_PLUGINS_DIR/kubelet.sock" "$DEVICE_PLUGINS_DIR/DEPRECATION"
+  local i
+  for ((i = ${#dirs[@]} - 1; i >= 0; i--)); do
+    # Only when empty: another test may have put its own files there.
+    [[ -d ${dirs[i]} ]] && rmdir "${dirs[i]}" 2>/dev/null && note "removed ${dirs[i]}"
+  done
+  return 0
+}
+
+down() {
+  local t0=$SECONDS
+  [[ $(id -u) == 0 ]] || die "must run as root"
+  load_env
+  if [[ ! -d $CLUSTER_DIR ]] && ! ip link show "$BRIDGE_NAME" >/dev/null 2>&1 &&
+    ! pgrep -f "containerd-shim-runc-v2 .*-address $CONTAINERD_SOCKET" >/dev/null 2>&1; then
+    log "no local cluster found (nothing under $CLUSTER_DIR); nothing to do"
+    return 0
+  fi
+
+  delete_pods
+  if [[ ${CNI_MODE:-bridge} == multinet && -x $MULTINET_CNI_HOOK ]]; then
+    MULTINET_CLUSTER_ENV=$ENV_FILE "$MULTINET_CNI_HOOK" down >>"$LOG_DIR/cni-hook.log" 2>&1 ||
+      problem "$MULTINET_CNI_HOOK down failed (see $LOG_DIR/cni-hook.log)"
+  fi
+  stop_component kubelet 15
+  remove_containers
+  stop_component kube-controller-manager
+  stop_component kube-scheduler
+  stop_component containerd
+  kill_leftover_processes
+  stop_component kube-apiserver
+  stop_component etcd
+  # Anything else with a PID file (processes a CNI hook started).
+  local f name
+  for f in "$PID_DIR"/*.pid; do
+    [[ -e $f ]] || continue
+    name=$(basename "$f" .pid)
+    stop_component "$name"
+  done
+
+  unmount_all
+  remove_cgroups
+  remove_links
+  remove_iptables_chains
+  restore_host
+
+  if [[ -d $LOG_DIR ]]; then
+    rm -rf "$LAST_LOGS_DIR"
+    cp -a "$LOG_DIR" "$LAST_LOGS_DIR" 2>/dev/null && note "kept the component logs in $LAST_LOGS_DIR"
+  fi
+  if [[ -z $(awk -v d="$CLUSTER_DIR" 'index($5, d"/") == 1 {print $5}' /proc/self/mountinfo) ]]; then
+    rm -rf "$CLUSTER_DIR" && note "removed $CLUSTER_DIR"
+  else
+    problem "kept $CLUSTER_DIR: something is still mounted under it"
+  fi
+
+  log "summary ($((SECONDS - t0))s):"
+  local s
+  for s in "${SUMMARY[@]}"; do log "  - $s"; done
+  if ((${#PROBLEMS[@]} > 0)); then
+    for s in "${PROBLEMS[@]}"; do log "  ! $s"; done
+    return 1
+  fi
+  log "cluster down; nothing left behind"
+}
+
+if [[ -n ${MULTINET_CLUSTER_LOCKED:-} ]]; then down; else with_lock down; fi

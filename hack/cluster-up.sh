@@ -1,0 +1,456 @@
+#!/usr/bin/env bash
+# cluster-up.sh brings up a real single-node Kubernetes cluster on this
+# machine, from nothing: etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler, containerd + runc, kubelet and the reference CNI plugins,
+# all state under _output/cluster/. See docs/local-cluster.md.
+#
+# Idempotent: when the cluster is already up and healthy it says so and exits
+# 0; leftovers of a crashed run are cleaned up (hack/cluster-down.sh) first.
+# It returns once the node is Ready and a busybox pod got an IP, or exits
+# non-zero with the log lines that say which component failed and why.
+#
+# Environment:
+#   MULTINET_CNI=bridge|multinet  default network: the mnbr0 bridge conflist
+#                                 (default), or multinetd through
+#                                 $MULTINET_CNI_HOOK (hack/cluster-cni-multinet.sh)
+#   K8S_VERSION, CNI_PLUGINS_VERSION, POD_CIDR, KUBECTL, MULTINET_CACHE_DIR
+set -euo pipefail
+
+# shellcheck source=hack/lib/cluster.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/cluster.sh"
+LOG_PREFIX=cluster-up
+
+NODE_NAME=$(node_name)
+
+preflight() {
+  [[ $(id -u) == 0 ]] || die "must run as root (it starts a kubelet and a container runtime)"
+  [[ $(uname -s) == Linux ]] || die "Linux only"
+  [[ $MULTINET_ROOT != *[[:space:]]* ]] || die "the repository path must not contain white space: $MULTINET_ROOT"
+  command -v go >/dev/null || die "go is not on PATH (needed to build Kubernetes and the CNI plugins)"
+  case $MULTINET_CNI in
+  bridge) ;;
+  multinet) [[ -x $MULTINET_CNI_HOOK ]] ||
+    die "MULTINET_CNI=multinet needs the hook $MULTINET_CNI_HOOK (installs multinetd + shim); it does not exist yet" ;;
+  *) die "MULTINET_CNI=$MULTINET_CNI: want bridge or multinet" ;;
+  esac
+  [[ $NODE_NAME =~ ^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$ ]] || die "host name '$NODE_NAME' is not a valid node name"
+}
+
+# ---- host record (what cluster-down must undo) ------------------------------
+
+record_host_state() {
+  : >"$HOST_RECORD"
+  local d s
+  for d in "${HOST_DIRS[@]}"; do
+    [[ -e $d ]] || echo "created-dir $d" >>"$HOST_RECORD"
+  done
+  for s in "${SAVED_SYSCTLS[@]}"; do
+    echo "sysctl $s $(sysctl -n "$s" 2>/dev/null | tr '\t' ' ')" >>"$HOST_RECORD"
+  done
+}
+
+ensure_hosts_entry() {
+  # kubectl exec/logs: the API server dials the kubelet by node name.
+  if getent ahostsv4 "$NODE_NAME" 2>/dev/null | awk '{print $1}' | grep -qx 127.0.0.1; then
+    return 0
+  fi
+  echo "127.0.0.1 $NODE_NAME $HOSTS_MARK" >>/etc/hosts
+  echo "hosts-line 127.0.0.1 $NODE_NAME $HOSTS_MARK" >>"$HOST_RECORD"
+}
+
+# ---- certificates and kubeconfigs --------------------------------------------
+
+gen_key() { openssl ecparam -name prime256v1 -genkey -noout -out "$1" 2>/dev/null; chmod 600 "$1"; }
+
+# gen_cert NAME SUBJECT EKU [SAN]: key + certificate signed by the cluster CA.
+gen_cert() {
+  local name=$1 subj=$2 eku=$3 san=${4:-}
+  gen_key "$PKI_DIR/$name.key"
+  openssl req -new -key "$PKI_DIR/$name.key" -subj "$subj" -out "$PKI_DIR/$name.csr" 2>/dev/null
+  {
+    echo "basicConstraints=critical,CA:FALSE"
+    echo "keyUsage=critical,digitalSignature,keyEncipherment"
+    echo "extendedKeyUsage=$eku"
+    [[ -n $san ]] && echo "subjectAltName=$san"
+  } >"$PKI_DIR/$name.ext"
+  openssl x509 -req -in "$PKI_DIR/$name.csr" -CA "$PKI_DIR/ca.crt" -CAkey "$PKI_DIR/ca.key" \
+    -CAcreateserial -days 365 -sha256 -extfile "$PKI_DIR/$name.ext" -out "$PKI_DIR/$name.crt" 2>/dev/null
+  rm -f "$PKI_DIR/$name.csr" "$PKI_DIR/$name.ext"
+}
+
+# write_kubeconfig FILE CERT_NAME: a kubeconfig with embedded credentials.
+write_kubeconfig() {
+  local file=$1 cert=$2
+  cat >"$file" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: multinet
+  cluster:
+    server: https://127.0.0.1:$APISERVER_PORT
+    certificate-authority-data: $(base64 -w0 "$PKI_DIR/ca.crt")
+users:
+- name: $cert
+  user:
+    client-certificate-data: $(base64 -w0 "$PKI_DIR/$cert.crt")
+    client-key-data: $(base64 -w0 "$PKI_DIR/$cert.key")
+contexts:
+- name: multinet
+  context:
+    cluster: multinet
+    user: $cert
+current-context: multinet
+EOF
+  chmod 600 "$file"
+}
+
+make_pki() {
+  mkdir -p "$PKI_DIR"
+  gen_key "$PKI_DIR/ca.key"
+  openssl req -x509 -new -key "$PKI_DIR/ca.key" -subj "/CN=multinet-local-ca" -days 3650 -sha256 \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" \
+    -out "$PKI_DIR/ca.crt" 2>/dev/null
+  openssl genrsa -out "$PKI_DIR/sa.key" 2048 2>/dev/null
+  openssl rsa -in "$PKI_DIR/sa.key" -pubout -out "$PKI_DIR/sa.pub" 2>/dev/null
+  gen_cert apiserver "/CN=kube-apiserver" serverAuth \
+    "IP:127.0.0.1,IP:$FIRST_SERVICE_IP,DNS:localhost,DNS:$NODE_NAME,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+  gen_cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
+  gen_cert admin "/O=system:masters/CN=multinet-admin" clientAuth
+  gen_cert controller-manager "/CN=system:kube-controller-manager" clientAuth
+  gen_cert scheduler "/CN=system:kube-scheduler" clientAuth
+  gen_cert kubelet-client "/O=system:nodes/CN=system:node:$NODE_NAME" clientAuth
+  gen_cert kubelet-serving "/CN=$NODE_NAME" serverAuth "IP:127.0.0.1,DNS:$NODE_NAME,DNS:localhost"
+  write_kubeconfig "$KUBECONFIG_FILE" admin
+  write_kubeconfig "$CLUSTER_DIR/controller-manager.kubeconfig" controller-manager
+  write_kubeconfig "$CLUSTER_DIR/scheduler.kubeconfig" scheduler
+  write_kubeconfig "$CLUSTER_DIR/kubelet.kubeconfig" kubelet-client
+}
+
+# ---- components -----------------------------------------------------------------
+
+start_etcd() {
+  start_component etcd etcd --name multinet --data-dir "$CLUSTER_DIR/etcd" \
+    --listen-client-urls "http://127.0.0.1:$ETCD_CLIENT_PORT" \
+    --advertise-client-urls "http://127.0.0.1:$ETCD_CLIENT_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster "multinet=http://127.0.0.1:$ETCD_PEER_PORT" \
+    --log-level warn --logger zap
+  wait_until "etcd health" 60 etcd curl -fsS "http://127.0.0.1:$ETCD_CLIENT_PORT/health"
+}
+
+start_apiserver() {
+  start_component kube-apiserver "$K8S_BIN_DIR/kube-apiserver" \
+    --etcd-servers "http://127.0.0.1:$ETCD_CLIENT_PORT" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$APISERVER_PORT" \
+    --tls-cert-file "$PKI_DIR/apiserver.crt" --tls-private-key-file "$PKI_DIR/apiserver.key" \
+    --client-ca-file "$PKI_DIR/ca.crt" \
+    --service-account-issuer https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file "$PKI_DIR/sa.pub" --service-account-signing-key-file "$PKI_DIR/sa.key" \
+    --service-cluster-ip-range "$SERVICE_CIDR" \
+    --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
+    --allow-privileged=true \
+    --kubelet-client-certificate "$PKI_DIR/apiserver-kubelet-client.crt" \
+    --kubelet-client-key "$PKI_DIR/apiserver-kubelet-client.key" \
+    --kubelet-certificate-authority "$PKI_DIR/ca.crt" \
+    --profiling=false --v=1
+  wait_until "kube-apiserver /readyz" 120 "etcd kube-apiserver" apiserver_ready
+}
+
+apply_crds() {
+  local dir=$MULTINET_ROOT/deploy/crds src names
+  if [[ -f $dir/kustomization.yaml ]]; then
+    src=(-k "$dir")
+  elif compgen -G "$dir/*.yaml" >/dev/null; then
+    src=(-f "$dir")
+  else
+    log "no CRDs in deploy/crds yet; skipping"
+    return 0
+  fi
+  names=$(kc apply "${src[@]}" -o name 2>"$LOG_DIR/crds.log") || { cat "$LOG_DIR/crds.log" >&2; die "applying deploy/crds failed"; }
+  # shellcheck disable=SC2086
+  kc wait --for condition=Established --timeout 60s $names >>"$LOG_DIR/crds.log" 2>&1 ||
+    { cat "$LOG_DIR/crds.log" >&2; die "CRDs of deploy/crds not Established"; }
+  log "applied CRDs: $(echo $names)"
+}
+
+start_controllers() {
+  start_component kube-controller-manager "$K8S_BIN_DIR/kube-controller-manager" \
+    --kubeconfig "$CLUSTER_DIR/controller-manager.kubeconfig" \
+    --authentication-kubeconfig "$CLUSTER_DIR/controller-manager.kubeconfig" \
+    --authorization-kubeconfig "$CLUSTER_DIR/controller-manager.kubeconfig" \
+    --leader-elect=false --bind-address 127.0.0.1 --secure-port "$CONTROLLER_MANAGER_PORT" \
+    --service-account-private-key-file "$PKI_DIR/sa.key" --root-ca-file "$PKI_DIR/ca.crt" \
+    --use-service-account-credentials=true \
+    --cluster-signing-cert-file "$PKI_DIR/ca.crt" --cluster-signing-key-file "$PKI_DIR/ca.key" \
+    --service-cluster-ip-range "$SERVICE_CIDR" --v=1
+  start_component kube-scheduler "$K8S_BIN_DIR/kube-scheduler" \
+    --kubeconfig "$CLUSTER_DIR/scheduler.kubeconfig" \
+    --authentication-kubeconfig "$CLUSTER_DIR/scheduler.kubeconfig" \
+    --authorization-kubeconfig "$CLUSTER_DIR/scheduler.kubeconfig" \
+    --leader-elect=false --bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" --v=1
+}
+
+write_containerd_config() {
+  mkdir -p "$CONTAINERD_DIR"/{root,state,runc,opt}
+  cat >"$CONTAINERD_DIR/config.toml" <<EOF
+# containerd of the multinet local cluster (hack/cluster-up.sh). Everything
+# under $CONTAINERD_DIR; CNI dirs are the cluster's own, never /etc/cni/net.d.
+version = 2
+root = "$CONTAINERD_DIR/root"
+state = "$CONTAINERD_DIR/state"
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+
+[grpc]
+  address = "$CONTAINERD_SOCKET"
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$CONTAINERD_DIR/opt"
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$IMAGE_REF"
+  netns_mounts_under_state_dir = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  enable_selinux = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "$CNI_BIN_DIR"
+    conf_dir = "$CNI_CONF_DIR"
+    max_conf_num = 1
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        # Test-environment shim only: raises negative oom_score_adj to 0
+        # (this sandbox denies lowering it), then execs runc.
+        BinaryName = "$CLUSTER_DIR/bin/runc-oomfix"
+        Root = "$CONTAINERD_DIR/runc"
+        SystemdCgroup = false
+EOF
+}
+
+start_containerd() {
+  mkdir -p "$CLUSTER_DIR/bin"
+  cp -f "$TOOLS_DIR/runc-oomfix" "$CLUSTER_DIR/bin/runc-oomfix"
+  write_containerd_config
+  start_component containerd containerd --config "$CONTAINERD_DIR/config.toml" --log-level warn
+  wait_until "containerd socket" 60 containerd ctr_cmd version
+  "$TOOLS_DIR/mkimage" -busybox /bin/busybox -ref "$IMAGE_REF" -o "$CLUSTER_DIR/busybox-image.tar"
+  ctr_cmd images import "$CLUSTER_DIR/busybox-image.tar" >"$LOG_DIR/image-import.log" 2>&1 ||
+    { cat "$LOG_DIR/image-import.log" >&2; die "ctr images import of $IMAGE_REF failed"; }
+  # Keep the image from the kubelet's image garbage collector.
+  ctr_cmd images label "$IMAGE_REF" io.cri-containerd.pinned=pinned >/dev/null 2>&1 || true
+}
+
+# default_network_conflist prints the default network: the mnbr0 bridge with
+# host-local IPAM (state in the cluster dir, never /var/lib/cni), portmap and
+# bandwidth for the capabilities the kubelet passes.
+default_network_conflist() {
+  # The gateway is the subnet's first address (POD_CIDR names its network address).
+  local net=${POD_CIDR%/*} gw
+  gw=${net%.*}.$((${net##*.} + 1))
+  cat <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "$DEFAULT_NETWORK_NAME",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "$BRIDGE_NAME",
+      "isGateway": true,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "dataDir": "$CNI_IPAM_DIR",
+        "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$gw"}]]
+      }
+    }
+  ]
+}
+EOF
+}
+
+install_cni() {
+  mkdir -p "$CNI_BIN_DIR" "$CNI_CONF_DIR" "$CNI_IPAM_DIR"
+  local p
+  for p in "${CNI_PLUGINS[@]}"; do cp -f "$CNI_CACHE_DIR/$(basename "$p")" "$CNI_BIN_DIR/"; done
+  case $MULTINET_CNI in
+  bridge)
+    DEFAULT_NETWORK_CONF=$CNI_CONF_DIR/10-$DEFAULT_NETWORK_NAME.conflist ;;
+  multinet)
+    # containerd must not see the bridge before multinetd writes its own
+    # configuration; the daemon delegates to it as the default network.
+    mkdir -p "$CLUSTER_DIR/cni/default-net.d"
+    DEFAULT_NETWORK_CONF=$CLUSTER_DIR/cni/default-net.d/10-$DEFAULT_NETWORK_NAME.conflist ;;
+  esac
+  default_network_conflist >"$DEFAULT_NETWORK_CONF"
+}
+
+write_env_file() {
+  cat >"$ENV_FILE.tmp" <<EOF
+# Written by hack/cluster-up.sh; source it: set -a; . $ENV_FILE; set +a
+export MULTINET_CLUSTER_DIR=$CLUSTER_DIR
+export KUBECONFIG=$KUBECONFIG_FILE
+export KUBECTL=$(kubectl_bin)
+export K8S_VERSION=$K8S_VERSION
+export NODE_NAME=$NODE_NAME
+export APISERVER_URL=https://127.0.0.1:$APISERVER_PORT
+export CA_CERT=$PKI_DIR/ca.crt
+export CA_KEY=$PKI_DIR/ca.key
+export CNI_MODE=$MULTINET_CNI
+export CNI_BIN_DIR=$CNI_BIN_DIR
+export CNI_CONF_DIR=$CNI_CONF_DIR
+export CNI_IPAM_DIR=$CNI_IPAM_DIR
+export CNI_PLUGINS_VERSION=$CNI_PLUGINS_VERSION
+export DEFAULT_NETWORK_NAME=$DEFAULT_NETWORK_NAME
+export DEFAULT_NETWORK_CONF=$DEFAULT_NETWORK_CONF
+export DEFAULT_NETWORK_BRIDGE=$BRIDGE_NAME
+export POD_CIDR=$POD_CIDR
+export SERVICE_CIDR=$SERVICE_CIDR
+export CONTAINERD_SOCKET=$CONTAINERD_SOCKET
+export CONTAINERD_NAMESPACE=$CONTAINERD_NAMESPACE
+export KUBELET_ROOT_DIR=$KUBELET_ROOT_DIR
+export PODRESOURCES_SOCKET=$PODRESOURCES_SOCKET
+export DEVICE_PLUGINS_DIR=$DEVICE_PLUGINS_DIR
+export KUBELET_REGISTRATION_SOCKET=$DEVICE_PLUGINS_DIR/kubelet.sock
+export TEST_IMAGE=$IMAGE_REF
+export SANDBOX_IMAGE=$IMAGE_REF
+export LOG_DIR=$LOG_DIR
+export PID_DIR=$PID_DIR
+EOF
+  mv -f "$ENV_FILE.tmp" "$ENV_FILE"
+}
+
+run_cni_hook() {
+  [[ $MULTINET_CNI == multinet ]] || return 0
+  log "MULTINET_CNI=multinet: running $MULTINET_CNI_HOOK up"
+  MULTINET_CLUSTER_ENV=$ENV_FILE "$MULTINET_CNI_HOOK" up >"$LOG_DIR/cni-hook.log" 2>&1 ||
+    { tail -n 30 "$LOG_DIR/cni-hook.log" >&2; die "$MULTINET_CNI_HOOK up failed (log: $LOG_DIR/cni-hook.log)"; }
+}
+
+start_kubelet() {
+  mkdir -p "$KUBELET_ROOT_DIR" "$LOG_DIR/pods"
+  cat >"$CLUSTER_DIR/kubelet-config.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: 127.0.0.1
+port: $KUBELET_PORT
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: $KUBELET_HEALTHZ_PORT
+tlsCertFile: $PKI_DIR/kubelet-serving.crt
+tlsPrivateKeyFile: $PKI_DIR/kubelet-serving.key
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: false}
+  x509: {clientCAFile: $PKI_DIR/ca.crt}
+authorization: {mode: AlwaysAllow}
+cgroupDriver: cgroupfs
+failCgroupV1: false
+failSwapOn: false
+containerRuntimeEndpoint: unix://$CONTAINERD_SOCKET
+imageServiceEndpoint: unix://$CONTAINERD_SOCKET
+podLogsDir: $LOG_DIR/pods
+# No KUBE-FIREWALL/canary chains in the host's iptables.
+makeIPTablesUtilChains: false
+clusterDomain: cluster.local
+resolvConf: /etc/resolv.conf
+serializeImagePulls: false
+# The disk is shared with other work: evict only when it is really full and
+# never garbage-collect the locally imported image.
+evictionHard: {memory.available: "100Mi", nodefs.available: "1%", nodefs.inodesFree: "1%", imagefs.available: "1%"}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+nodeStatusUpdateFrequency: 5s
+EOF
+  start_component kubelet "$K8S_BIN_DIR/kubelet" \
+    --config "$CLUSTER_DIR/kubelet-config.yaml" --kubeconfig "$CLUSTER_DIR/kubelet.kubeconfig" \
+    --hostname-override "$NODE_NAME" --root-dir "$KUBELET_ROOT_DIR" --v=1
+  wait_until "node $NODE_NAME Ready" 180 "kube-apiserver containerd kubelet" node_ready
+}
+
+smoke_pod_ip() {
+  [[ $(kc -n default get pod multinet-smoke -o jsonpath='{.status.phase}') == Running ]] &&
+    [[ -n $(kc -n default get pod multinet-smoke -o jsonpath='{.status.podIP}') ]]
+}
+
+smoke_test() {
+  wait_until "service account default/default" 60 kube-controller-manager kc -n default get serviceaccount default
+  kc -n default delete pod multinet-smoke --ignore-not-found --grace-period=0 --force >/dev/null 2>&1 || true
+  kc apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: multinet-smoke
+  namespace: default
+  labels: {app.kubernetes.io/part-of: multinet-cluster-up}
+spec:
+  terminationGracePeriodSeconds: 0
+  containers:
+  - name: busybox
+    image: $IMAGE_REF
+    imagePullPolicy: Never
+    command: ["sleep", "infinity"]
+EOF
+  if ! wait_until "pod default/multinet-smoke Running with an IP" 120 "kube-scheduler containerd kubelet" smoke_pod_ip; then
+    log "pod default/multinet-smoke:"
+    kc -n default describe pod multinet-smoke 2>&1 | sed -n '/^Events:/,$p' | tail -n 15 >&2 || true
+    explain_failure containerd
+    return 1
+  fi
+  local ip
+  ip=$(kc -n default get pod multinet-smoke -o jsonpath='{.status.podIP}')
+  log "smoke pod default/multinet-smoke runs with IP $ip; deleting it"
+  kc -n default delete pod multinet-smoke --wait=true --timeout=60s >/dev/null
+}
+
+up() {
+  local t0=$SECONDS
+  preflight
+  mkdir -p "$MULTINET_ROOT/_output"
+  if [[ -d $CLUSTER_DIR ]] && cluster_healthy; then
+    log "cluster already up and healthy (node $NODE_NAME); KUBECONFIG=$KUBECONFIG_FILE; env: $ENV_FILE"
+    return 0
+  fi
+  if [[ -d $CLUSTER_DIR ]] || ip link show "$BRIDGE_NAME" >/dev/null 2>&1; then
+    log "found leftovers of an earlier cluster that is not healthy; cleaning up first"
+    MULTINET_CLUSTER_LOCKED=1 "$MULTINET_ROOT/hack/cluster-down.sh" || die "cleaning up the earlier cluster failed"
+  fi
+
+  ensure_packages
+  ensure_k8s_binaries
+  ensure_cni_plugins
+  ensure_tools
+  log "dependencies ready ($((SECONDS - t0))s)"
+
+  local port
+  for port in $ETCD_CLIENT_PORT $ETCD_PEER_PORT $APISERVER_PORT $KUBELET_PORT $KUBELET_HEALTHZ_PORT \
+    $CONTROLLER_MANAGER_PORT $SCHEDULER_PORT; do
+    port_in_use "$port" && die "TCP port $port is in use by another process: $(ss -Hltnp "sport = :$port" | head -n 1)"
+  done
+
+  mkdir -p "$CLUSTER_DIR" "$LOG_DIR" "$PID_DIR"
+  record_host_state
+  ensure_hosts_entry
+  make_pki
+  install_cni
+  write_env_file
+
+  local t1=$SECONDS
+  start_etcd
+  start_apiserver
+  log "etcd and kube-apiserver ready ($((SECONDS - t1))s)"
+  apply_crds
+  start_controllers
+  start_containerd
+  run_cni_hook
+  start_kubelet
+  log "node $NODE_NAME Ready ($((SECONDS - t1))s after start)"
+  smoke_test
+  log "cluster up in $((SECONDS - t0))s: KUBECONFIG=$KUBECONFIG_FILE; env: $ENV_FILE (source it); logs: $LOG_DIR"
+}
+
+if [[ -n ${MULTINET_CLUSTER_LOCKED:-} ]]; then up; else with_lock up; fi

@@ -1,0 +1,332 @@
+# shellcheck shell=bash
+# Shared settings and helpers of the local single-node cluster
+# (hack/cluster-up.sh, hack/cluster-down.sh, hack/e2e.sh, hack/demo.sh).
+# Source it; it defines variables and functions and starts nothing.
+#
+# Everything the cluster writes lives under $CLUSTER_DIR (_output/cluster);
+# downloaded and built artefacts that survive cluster-down are cached under
+# $CACHE_DIR (${XDG_CACHE_HOME:-$HOME/.cache}/multinet), keyed by version.
+
+MULTINET_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+
+K8S_VERSION=${K8S_VERSION:-v1.34.4}
+CNI_PLUGINS_VERSION=${CNI_PLUGINS_VERSION:-v1.9.1}
+CACHE_DIR=${MULTINET_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/multinet}
+K8S_BIN_DIR=$CACHE_DIR/k8s/$K8S_VERSION
+CNI_CACHE_DIR=$CACHE_DIR/cni-plugins/$CNI_PLUGINS_VERSION
+
+CLUSTER_DIR=${MULTINET_CLUSTER_DIR:-$MULTINET_ROOT/_output/cluster}
+TOOLS_DIR=$MULTINET_ROOT/_output/tools
+LOCK_FILE=$MULTINET_ROOT/_output/cluster.lock
+LAST_LOGS_DIR=$MULTINET_ROOT/_output/cluster-last-logs
+LOG_DIR=$CLUSTER_DIR/logs
+PID_DIR=$CLUSTER_DIR/pids
+PKI_DIR=$CLUSTER_DIR/pki
+ENV_FILE=$CLUSTER_DIR/env
+HOST_RECORD=$CLUSTER_DIR/host-record # what cluster-up changed on the host, for cluster-down
+
+# The default network until multinetd is the cluster's CNI (MULTINET_CNI=bridge),
+# and its delegate afterwards (MULTINET_CNI=multinet).
+MULTINET_CNI=${MULTINET_CNI:-bridge}
+MULTINET_CNI_HOOK=${MULTINET_CNI_HOOK:-$MULTINET_ROOT/hack/cluster-cni-multinet.sh}
+BRIDGE_NAME=mnbr0
+DEFAULT_NETWORK_NAME=multinet-default
+POD_CIDR=${POD_CIDR:-10.244.0.0/24}
+SERVICE_CIDR=10.96.0.0/16
+FIRST_SERVICE_IP=10.96.0.1
+
+ETCD_CLIENT_PORT=2379
+ETCD_PEER_PORT=2380
+APISERVER_PORT=6443
+KUBELET_PORT=10250
+KUBELET_HEALTHZ_PORT=10248
+CONTROLLER_MANAGER_PORT=10257
+SCHEDULER_PORT=10259
+
+IMAGE_REF=localhost/multinet/busybox:v1
+CONTAINERD_NAMESPACE=k8s.io
+CONTAINERD_DIR=$CLUSTER_DIR/containerd
+CONTAINERD_SOCKET=$CONTAINERD_DIR/containerd.sock
+KUBELET_ROOT_DIR=$CLUSTER_DIR/kubelet
+# The kubelet keeps device-plugin registration at this fixed path whatever
+# --root-dir says (see docs/local-cluster.md); PodResources follows --root-dir.
+DEVICE_PLUGINS_DIR=/var/lib/kubelet/device-plugins
+PODRESOURCES_SOCKET=$KUBELET_ROOT_DIR/pod-resources/kubelet.sock
+CNI_BIN_DIR=$CLUSTER_DIR/cni/bin
+CNI_CONF_DIR=$CLUSTER_DIR/cni/net.d
+CNI_IPAM_DIR=$CLUSTER_DIR/cni/ipam
+KUBECONFIG_FILE=$CLUSTER_DIR/kubeconfig
+
+# Components in start order; cluster-down stops them in reverse.
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet)
+
+APT_PACKAGES=(etcd-server containerd runc busybox-static iproute2 jq openssl conntrack iptables socat curl util-linux)
+K8S_COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet)
+CNI_PLUGINS=(
+  plugins/main/bridge plugins/main/dummy plugins/main/host-device plugins/main/ipvlan
+  plugins/main/loopback plugins/main/macvlan plugins/main/ptp plugins/main/tap plugins/main/vlan
+  plugins/ipam/host-local plugins/ipam/static plugins/ipam/dhcp
+  plugins/meta/bandwidth plugins/meta/firewall plugins/meta/portmap plugins/meta/sbr
+  plugins/meta/tuning plugins/meta/vrf
+)
+# Host sysctls the kubelet (kernel tunables) and the bridge plugin (isGateway)
+# change; cluster-up saves them and cluster-down restores them.
+SAVED_SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
+  kernel.keys.root_maxkeys kernel.keys.root_maxbytes net.ipv4.ip_forward)
+# Host paths outside $CLUSTER_DIR the components create when missing;
+# cluster-down removes the ones that did not exist before (only when empty).
+HOST_DIRS=(/var/lib/kubelet /var/lib/kubelet/device-plugins /var/log/pods /var/log/containers
+  /run/containerd /run/containerd/s /var/run/netns)
+HOSTS_MARK="# multinet local cluster"
+
+log() { printf '%s [%s] %s\n' "$(date +%H:%M:%S)" "${LOG_PREFIX:-cluster}" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+node_name() { hostname | tr '[:upper:]' '[:lower:]'; }
+
+# kubectl_bin prints the kubectl to use: $KUBECTL, the one on PATH, or the
+# one built from hack/k8s into the cache.
+kubectl_bin() {
+  if [[ -n ${KUBECTL:-} ]]; then echo "$KUBECTL"; return; fi
+  if command -v kubectl >/dev/null 2>&1; then command -v kubectl; return; fi
+  echo "$K8S_BIN_DIR/kubectl"
+}
+
+kc() { "$(kubectl_bin)" --kubeconfig "$KUBECONFIG_FILE" --request-timeout=20s "$@"; }
+
+ctr_cmd() { ctr --address "$CONTAINERD_SOCKET" --namespace "$CONTAINERD_NAMESPACE" "$@"; }
+
+# with_lock runs "$@" holding the cluster lock, so that two engineers running
+# cluster-up/cluster-down at the same time do not interleave.
+with_lock() {
+  mkdir -p "$(dirname "$LOCK_FILE")"
+  exec {LOCK_FD}>"$LOCK_FILE"
+  if ! flock -n "$LOCK_FD"; then
+    log "another cluster-up/cluster-down holds $LOCK_FILE; waiting (up to 15 min)"
+    flock -w 900 "$LOCK_FD" || die "timed out waiting for $LOCK_FILE"
+  fi
+  "$@"
+}
+
+# ---- processes -------------------------------------------------------------
+
+# start_component NAME CMD... starts CMD in its own session, output to
+# $LOG_DIR/NAME.log, PID in $PID_DIR/NAME.pid (and the binary in NAME.exe,
+# so a recycled PID is never mistaken for the component).
+start_component() {
+  local name=$1; shift
+  mkdir -p "$LOG_DIR" "$PID_DIR"
+  # The subshell closes the lock (daemons must not hold it) and execs, so
+  # $! is the component's own PID.
+  (
+    [[ -n ${LOCK_FD:-} ]] && exec {LOCK_FD}>&-
+    exec setsid "$@" >>"$LOG_DIR/$name.log" 2>&1 </dev/null
+  ) &
+  local pid=$! exe i
+  exe=$(readlink -f "$(command -v "$1")")
+  echo "$pid" >"$PID_DIR/$name.pid"
+  echo "$exe" >"$PID_DIR/$name.exe"
+  # Wait for setsid to exec the binary, so component_alive is meaningful.
+  for ((i = 0; i < 50; i++)); do
+    [[ $(readlink -f "/proc/$pid/exe" 2>/dev/null) == "$exe" ]] && return 0
+    [[ -d /proc/$pid ]] || return 0
+    sleep 0.05
+  done
+}
+
+# component_pid NAME prints the PID of a running component, or fails.
+component_pid() {
+  local name=$1 pid exe
+  [[ -f $PID_DIR/$name.pid ]] || return 1
+  pid=$(<"$PID_DIR/$name.pid")
+  [[ $pid =~ ^[0-9]+$ ]] && [[ -d /proc/$pid ]] || return 1
+  if [[ -f $PID_DIR/$name.exe ]]; then
+    exe=$(<"$PID_DIR/$name.exe")
+    [[ $(readlink -f "/proc/$pid/exe" 2>/dev/null) == "$exe" ]] || return 1
+  fi
+  pid_running "$pid" || return 1
+  echo "$pid"
+}
+
+component_alive() { component_pid "$1" >/dev/null; }
+
+# pid_running PID: the process exists and is not a zombie (PID 1 of some
+# sandboxes reaps orphans late).
+pid_running() {
+  [[ -d /proc/$1 ]] && [[ $(awk '/^State:/ {print $2}' "/proc/$1/status" 2>/dev/null) != Z ]]
+}
+
+# stop_pid PID NAME [GRACE]: SIGTERM, wait up to GRACE seconds (default 10),
+# then SIGKILL. Prints nothing; returns 0 once the process is gone.
+stop_pid() {
+  local pid=$1 name=$2 grace=${3:-10} i
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for ((i = 0; i < grace * 10; i++)); do
+    pid_running "$pid" || return 0
+    sleep 0.1
+  done
+  log "$name (pid $pid) did not stop within ${grace}s; sending SIGKILL"
+  kill -KILL "$pid" 2>/dev/null || true
+  for ((i = 0; i < 50; i++)); do pid_running "$pid" || return 0; sleep 0.1; done
+  return 1
+}
+
+# explain_failure NAME prints why a component is unhappy: whether it runs,
+# its error lines and the tail of its log.
+explain_failure() {
+  local name=$1 logf=$LOG_DIR/$1.log
+  if component_alive "$name"; then
+    log "$name is running (pid $(component_pid "$name")); its log: $logf"
+  else
+    log "$name is NOT running; its log: $logf"
+  fi
+  [[ -f $logf ]] || { log "  (no log file)"; return 0; }
+  local errs
+  errs=$(grep -aE '(^E[0-9]{4} |level=error|level=fatal|"level":"(error|fatal)"|[Ff]ailed|[Ee]rror:|panic:|[Ff]atal)' "$logf" | tail -n 15 || true)
+  if [[ -n $errs ]]; then
+    log "  error lines of $name:"
+    printf '    %s\n' "${errs//$'\n'/$'\n'    }" >&2
+  fi
+  log "  last lines of $name:"
+  tail -n 8 "$logf" | sed 's/^/    /' >&2
+}
+
+# wait_until DESC TIMEOUT_SECONDS WATCHED_COMPONENTS CMD...: runs CMD every
+# half second until it succeeds. Fails (explaining the watched components,
+# a space-separated list) on timeout or as soon as a watched component dies.
+wait_until() {
+  local desc=$1 timeout=$2 watched=$3; shift 3
+  local deadline=$((SECONDS + timeout)) c
+  while ! "$@" >/dev/null 2>&1; do
+    for c in $watched; do
+      if ! component_alive "$c"; then
+        log "ERROR: $c exited while waiting for: $desc"
+        explain_failure "$c"
+        return 1
+      fi
+    done
+    if ((SECONDS >= deadline)); then
+      log "ERROR: timed out after ${timeout}s waiting for: $desc"
+      for c in $watched; do explain_failure "$c"; done
+      return 1
+    fi
+    sleep 0.5
+  done
+}
+
+port_in_use() { ss -Hltn "sport = :$1" | grep -q .; }
+
+# ---- dependencies ----------------------------------------------------------
+
+# ensure_packages installs the Debian packages the cluster needs when any is
+# missing: apt-get update once, then install. Quick when all are installed.
+ensure_packages() {
+  local missing=() p
+  for p in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  ((${#missing[@]} == 0)) && return 0
+  command -v apt-get >/dev/null || die "packages missing (${missing[*]}) and no apt-get to install them"
+  log "installing Debian packages: ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq >"$MULTINET_ROOT/_output/apt.log" 2>&1 ||
+    { tail -n 20 "$MULTINET_ROOT/_output/apt.log" >&2; die "apt-get update failed"; }
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" \
+    >>"$MULTINET_ROOT/_output/apt.log" 2>&1 ||
+    { tail -n 20 "$MULTINET_ROOT/_output/apt.log" >&2; die "apt-get install ${missing[*]} failed"; }
+  # The etcd-server package may start its own etcd on the ports we use.
+  if command -v service >/dev/null 2>&1 && pgrep -x etcd >/dev/null 2>&1; then
+    service etcd stop >/dev/null 2>&1 || true
+  fi
+}
+
+k8s_ldflags() {
+  local v=${K8S_VERSION#v} major minor
+  major=${v%%.*}; minor=${v#*.}; minor=${minor%%.*}
+  local pkg flags=""
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+  done
+  echo "-s -w$flags"
+}
+
+# k8s_binary_ok NAME: the cached binary exists and reports $K8S_VERSION.
+k8s_binary_ok() {
+  local bin=$K8S_BIN_DIR/$1 out
+  [[ -x $bin ]] || return 1
+  if [[ $1 == kubectl ]]; then
+    out=$("$bin" version --client 2>/dev/null) || return 1
+  else
+    out=$("$bin" --version 2>/dev/null) || return 1
+  fi
+  [[ $out == *"$K8S_VERSION"* ]]
+}
+
+# ensure_k8s_binaries builds the Kubernetes commands from the module proxy
+# (hack/k8s module) into $K8S_BIN_DIR when missing. Cold: ~13 min on 2 cores.
+ensure_k8s_binaries() {
+  local names=("${K8S_COMMANDS[@]}") n
+  if [[ -z ${KUBECTL:-} ]] && ! command -v kubectl >/dev/null 2>&1; then names+=(kubectl); fi
+  mkdir -p "$K8S_BIN_DIR"
+  for n in "${names[@]}"; do
+    k8s_binary_ok "$n" && continue
+    log "building $n $K8S_VERSION into $K8S_BIN_DIR (first time only; minutes)"
+    local t0=$SECONDS
+    (cd "$MULTINET_ROOT/hack/k8s" && go build -trimpath -ldflags "$(k8s_ldflags)" \
+      -o "$K8S_BIN_DIR/$n.tmp" "k8s.io/kubernetes/cmd/$n") >"$MULTINET_ROOT/_output/build-$n.log" 2>&1 ||
+      { tail -n 30 "$MULTINET_ROOT/_output/build-$n.log" >&2; die "go build of $n failed (log: _output/build-$n.log)"; }
+    mv -f "$K8S_BIN_DIR/$n.tmp" "$K8S_BIN_DIR/$n"
+    log "built $n in $((SECONDS - t0))s"
+  done
+}
+
+# ensure_cni_plugins builds the reference CNI plugins into $CNI_CACHE_DIR
+# when missing (go install of the released module, no replace lines needed).
+ensure_cni_plugins() {
+  local p missing=()
+  for p in "${CNI_PLUGINS[@]}"; do [[ -x $CNI_CACHE_DIR/$(basename "$p") ]] || missing+=("$p"); done
+  ((${#missing[@]} == 0)) && return 0
+  log "building reference CNI plugins $CNI_PLUGINS_VERSION into $CNI_CACHE_DIR"
+  mkdir -p "$CNI_CACHE_DIR"
+  local pkgs=()
+  for p in "${missing[@]}"; do pkgs+=("github.com/containernetworking/plugins/$p@$CNI_PLUGINS_VERSION"); done
+  (cd "$CNI_CACHE_DIR" && GOBIN=$CNI_CACHE_DIR GOFLAGS=-buildvcs=false go install -trimpath \
+    -ldflags "-s -w -X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=$CNI_PLUGINS_VERSION" \
+    "${pkgs[@]}") >"$MULTINET_ROOT/_output/build-cni-plugins.log" 2>&1 ||
+    { tail -n 30 "$MULTINET_ROOT/_output/build-cni-plugins.log" >&2; die "building the CNI plugins failed"; }
+}
+
+# ensure_tools builds the small Go programs of hack/tools into $TOOLS_DIR
+# (always: the Go build cache makes it a second when nothing changed).
+ensure_tools() {
+  mkdir -p "$TOOLS_DIR"
+  (cd "$MULTINET_ROOT" && go build -o "$TOOLS_DIR/" ./hack/tools/mkimage ./hack/tools/runc-oomfix) \
+    >"$MULTINET_ROOT/_output/build-tools.log" 2>&1 ||
+    { cat "$MULTINET_ROOT/_output/build-tools.log" >&2; die "building hack/tools failed"; }
+}
+
+# ---- cluster health ---------------------------------------------------------
+
+apiserver_ready() { kc get --raw /readyz >/dev/null 2>&1; }
+
+node_ready() {
+  [[ $(kc get node "$(node_name)" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) == True ]]
+}
+
+# cluster_healthy: every component runs, the API server is ready and the
+# node is Ready.
+cluster_healthy() {
+  local c
+  for c in "${COMPONENTS[@]}"; do component_alive "$c" || return 1; done
+  [[ -f $KUBECONFIG_FILE ]] && apiserver_ready && node_ready
+}
+
+# load_env sources the env file the last cluster-up wrote (when it exists),
+# so that scripts see the mode and paths that cluster actually uses.
+load_env() {
+  if [[ -f $ENV_FILE ]]; then
+    set -a
+    # shellcheck disable=SC1090
+    . "$ENV_FILE"
+    set +a
+  fi
+}
