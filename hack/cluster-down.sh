@@ -42,7 +42,7 @@ delete_pods() {
   if kc delete pods --all -A --grace-period=1 --wait=true --timeout=45s >/dev/null 2>&1; then
     note "deleted $n pod(s) through the kubelet"
   else
-    problem "not every pod was deleted in 45s; removing the rest through containerd"
+    note "not every pod was deleted through the kubelet in 45s; removed the rest through containerd"
   fi
 }
 

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# e2e.sh: make cluster-up, run the end-to-end tests (go test -tags e2e
+# ./test/e2e/...) against it, and make cluster-down even when they fail.
+# Exits with the tests' code (or cluster-up's / cluster-down's when those fail).
+#
+# E2E_KEEP_CLUSTER=1 leaves the cluster running for debugging.
+# E2E_FLAGS adds go test flags (e.g. E2E_FLAGS='-run TestCRDs').
+set -uo pipefail
+
+# shellcheck source=hack/lib/cluster.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/cluster.sh"
+LOG_PREFIX=e2e
+cd "$MULTINET_ROOT"
+
+down() {
+  if [[ ${E2E_KEEP_CLUSTER:-} == 1 ]]; then
+    log "E2E_KEEP_CLUSTER=1: leaving the cluster up (make cluster-down stops it)"
+    return 0
+  fi
+  hack/cluster-down.sh
+}
+
+diagnose() {
+  log "diagnostics after the failure:"
+  kc get nodes -o wide >&2 || true
+  kc get pods -A -o wide >&2 || true
+  kc get events -A --sort-by=.lastTimestamp 2>/dev/null | tail -n 25 >&2 || true
+  local c
+  for c in "${COMPONENTS[@]}"; do component_alive "$c" || explain_failure "$c"; done
+}
+
+interrupted() {
+  log "interrupted; stopping the cluster"
+  down
+  exit 130
+}
+trap interrupted INT TERM
+
+if ! hack/cluster-up.sh; then
+  rc=$?
+  log "cluster-up failed (exit $rc)"
+  down
+  exit "$rc"
+fi
+
+log "running go test -tags e2e ./test/e2e/..."
+# shellcheck disable=SC2086
+go test -tags e2e -count=1 -timeout 20m -v ${E2E_FLAGS:-} ./test/e2e/...
+rc=$?
+((rc == 0)) || diagnose
+
+down
+down_rc=$?
+if ((rc == 0 && down_rc != 0)); then
+  log "tests passed but cluster-down left something behind"
+  exit "$down_rc"
+fi
+exit "$rc"
