@@ -78,6 +78,22 @@ kill_leftover_processes() {
   return 0
 }
 
+# remove_shim_sockets removes the sockets of our shims that containerd 1.6
+# keeps at a fixed place, /run/containerd/s/<sha256(address/namespace/id)>
+# (a killed shim leaves its socket behind).
+remove_shim_sockets() {
+  local d id ns sock n=0
+  for d in "$CONTAINERD_DIR"/state/io.containerd.runtime.v2.task/*/*/; do
+    [[ -d $d ]] || continue
+    id=$(basename "$d")
+    ns=$(basename "$(dirname "$d")")
+    sock=/run/containerd/s/$(printf '%s' "$CONTAINERD_SOCKET/$ns/$id" | sha256sum | cut -d' ' -f1)
+    [[ -S $sock ]] && rm -f "$sock" && n=$((n + 1))
+  done
+  ((n > 0)) && note "removed $n stale shim socket(s) from /run/containerd/s"
+  return 0
+}
+
 remove_cgroups() {
   local root d n=0
   for root in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
@@ -212,6 +228,7 @@ down() {
     stop_component "$name"
   done
 
+  remove_shim_sockets
   unmount_all
   remove_cgroups
   remove_links
