@@ -33,6 +33,8 @@ preflight() {
     die "MULTINET_CNI=multinet needs the hook $MULTINET_CNI_HOOK (installs multinetd + shim); it does not exist yet" ;;
   *) die "MULTINET_CNI=$MULTINET_CNI: want bridge or multinet" ;;
   esac
+  [[ $POD_CIDR =~ ^10\.([0-9]{1,3})\.([0-9]{1,3})\.0/(1[6-9]|2[0-4])$ ]] && ((BASH_REMATCH[1] < 256 && BASH_REMATCH[2] < 256)) ||
+    die "POD_CIDR=$POD_CIDR: want a 10.x.y.0/16-24 subnet (only inside this machine)"
   [[ $NODE_NAME =~ ^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$ ]] || die "host name '$NODE_NAME' is not a valid node name"
 }
 

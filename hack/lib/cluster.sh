@@ -182,13 +182,20 @@ explain_failure() {
   fi
   [[ -f $logf ]] || { log "  (no log file)"; return 0; }
   local errs
-  errs=$(grep -aE '(^E[0-9]{4} |level=error|level=fatal|"level":"(error|fatal)"|[Ff]ailed|[Ee]rror:|panic:|[Ff]atal)' "$logf" | tail -n 15 || true)
+  # The last error lines (at most 6, each cut to 400 characters), then the
+  # last lines of the log when they are not among them.
+  errs=$(grep -aE '(^E[0-9]{4} |level=error|level=fatal|"level":"(error|fatal)"|[Ff]ailed|[Ee]rror:|panic:|[Ff]atal)' "$logf" |
+    tail -n 6 | cut -c1-400 || true)
   if [[ -n $errs ]]; then
-    log "  error lines of $name:"
-    printf '    %s\n' "${errs//$'\n'/$'\n'    }" >&2
+    log "  last error lines of $name:"
+    sed 's/^/    /' <<<"$errs" >&2
   fi
-  log "  last lines of $name:"
-  tail -n 8 "$logf" | sed 's/^/    /' >&2
+  local last
+  last=$(tail -n 4 "$logf" | cut -c1-400)
+  if [[ $last != "$(tail -n 4 <<<"$errs")" ]]; then
+    log "  last lines of $name:"
+    sed 's/^/    /' <<<"$last" >&2
+  fi
 }
 
 # wait_until DESC TIMEOUT_SECONDS WATCHED_COMPONENTS CMD...: runs CMD every
@@ -265,7 +272,8 @@ k8s_binary_ok() {
 # (hack/k8s module) into $K8S_BIN_DIR when missing. Cold: ~13 min on 2 cores.
 ensure_k8s_binaries() {
   local names=("${K8S_COMMANDS[@]}") n
-  if [[ -z ${KUBECTL:-} ]] && ! command -v kubectl >/dev/null 2>&1; then names+=(kubectl); fi
+  # kubectl too when the one to use is ours (none on PATH, or KUBECTL names it).
+  if [[ $(kubectl_bin) == "$K8S_BIN_DIR/kubectl" ]]; then names+=(kubectl); fi
   mkdir -p "$K8S_BIN_DIR"
   for n in "${names[@]}"; do
     k8s_binary_ok "$n" && continue
