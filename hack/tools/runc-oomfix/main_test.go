@@ -109,3 +109,44 @@ func TestRaiseOOMScoreAdjErrors(t *testing.T) {
 		t.Error("non-integer oomScoreAdj: got nil error")
 	}
 }
+
+// FuzzFixSpec: fixSpec never panics; when it reports a change, the result is
+// JSON whose oomScoreAdj is 0; when it does not, the input comes back as is.
+func FuzzFixSpec(f *testing.F) {
+	for _, s := range []string{
+		`{"process":{"oomScoreAdj":-998}}`,
+		`{"process":{"oomScoreAdj":5},"linux":{}}`,
+		`{"oomScoreAdj":-1}`,
+		`{"process":null}`,
+		`{"process":{"oomScoreAdj":"x"}}`,
+		`[]`,
+		`{"process":{"oomScoreAdj":-1e3}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		out, changed, err := fixSpec(in)
+		if err != nil {
+			return
+		}
+		if !changed {
+			if !bytes.Equal(out, in) {
+				t.Fatalf("unchanged spec rewritten: %q -> %q", in, out)
+			}
+			return
+		}
+		var doc map[string]any
+		dec := json.NewDecoder(bytes.NewReader(out))
+		dec.UseNumber()
+		if err := dec.Decode(&doc); err != nil {
+			t.Fatalf("changed spec is not JSON: %v: %q", err, out)
+		}
+		target := doc
+		if p, ok := doc["process"].(map[string]any); ok {
+			target = p
+		}
+		if n, _ := target["oomScoreAdj"].(json.Number); n.String() != "0" {
+			t.Fatalf("oomScoreAdj after fix = %v, want 0 (in %q)", target["oomScoreAdj"], in)
+		}
+	})
+}
