@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -113,19 +114,29 @@ func readObjects(files []string, stdin io.Reader) ([]lint.Object, error) {
 		}
 		paths, err := expand(name)
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, pathError(err))
 			continue
 		}
 		for _, p := range paths {
 			data, err := os.ReadFile(p)
 			if err != nil {
-				errs = append(errs, err)
+				errs = append(errs, pathError(err))
 				continue
 			}
 			objs, errs = decodeInto(objs, errs, data, p)
 		}
 	}
 	return objs, errors.Join(errs...)
+}
+
+// pathError turns "open FILE: no such file or directory" into
+// "FILE: no such file or directory", the form of the decode errors.
+func pathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %w", pe.Path, pe.Err)
+	}
+	return err
 }
 
 func decodeInto(objs []lint.Object, errs []error, data []byte, name string) ([]lint.Object, []error) {

@@ -251,6 +251,8 @@ func prependMembers(obj []byte, kv ...string) []byte {
 
 func jsonKind(raw []byte) string {
 	switch firstNonSpace(raw) {
+	case '{':
+		return "mapping"
 	case '[':
 		return "list"
 	case '"':
