@@ -90,7 +90,7 @@ func (p *Plugin) Funcs() skel.CNIFuncs {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
-			return f(ctx, args)
+			return cniError(f(ctx, args))
 		}
 	}
 	return skel.CNIFuncs{
@@ -106,6 +106,16 @@ func (p *Plugin) Funcs() skel.CNIFuncs {
 		GC:     run(p.GC),
 		Status: run(p.Status),
 	}
+}
+
+// cniError keeps the context of a wrapped *types.Error (an IPAM plugin's, or
+// ours): skel would print the innermost one alone. The code is the inner one's.
+func cniError(err error) error {
+	var te *types.Error
+	if err == nil || !errors.As(err, &te) || error(te) == err {
+		return err
+	}
+	return &types.Error{Code: te.Code, Msg: err.Error()}
 }
 
 func (p *Plugin) print(res *current.Result, conf []byte) error {
@@ -242,10 +252,12 @@ func (p *Plugin) addIPAM(ctx context.Context, args *skel.CmdArgs, conf *NetConf,
 //   - the pod namespace exists and has args.IfName with our alias: it is set
 //     down, renamed to its original name and moved to the host, up again when
 //     it was up before ADD;
-//   - a device in the host with our alias, whose original name is the
-//     configured device (or, when that is unknown, whose current name is
-//     args.IfName), came back when the pod's namespace was destroyed: it gets
-//     its name, alias and up state back;
+//   - a device in the host with our alias came back when the pod's namespace
+//     was destroyed (the kernel returns physical devices to the initial
+//     namespace under their pod name, or "dev<ifindex>" when that is taken):
+//     when its original name is the configured device (for a PCI-address
+//     deviceID: when it is the function's interface, or is named
+//     args.IfName) it gets its name, alias and up state back;
 //   - then IPAM DEL runs, whatever happened before.
 //
 // Errors of all steps are joined.
@@ -287,7 +299,17 @@ func (p *Plugin) returnDevice(args *skel.CmdArgs, conf *NetConf) error {
 			}
 		}
 	}
-	return returnLost(host, args.IfName, want)
+	// Which host link with our alias is this attachment's device: the one of
+	// the configured name; else, for a PCI address, the interface sysfs now
+	// shows for it; else the one still named args.IfName.
+	mine := func(l netlink.Link, o origin) bool { return o.Name == want }
+	if want == "" {
+		pciName, _ := conf.resolveDevice(p.sysfs()) // works once the device is back in the host
+		mine = func(l netlink.Link, _ origin) bool {
+			return l.Attrs().Name == args.IfName || (pciName != "" && l.Attrs().Name == pciName)
+		}
+	}
+	return returnLost(host, mine)
 }
 
 // returnFromPod moves ifname out of pod when it is a device we moved in.
@@ -307,20 +329,17 @@ func returnFromPod(pod, host *netNS, ifname string) error {
 	return moveOut(pod, ifname, o, host)
 }
 
-// returnLost restores devices in the host that still carry our alias (their
-// pod namespace was destroyed and the kernel moved them to the host).
-func returnLost(host *netNS, ifname, want string) error {
+// returnLost restores the devices in the host that still carry our alias and
+// that mine selects: the kernel moved them there, under their pod name or
+// "dev<ifindex>", when their pod's namespace was destroyed.
+func returnLost(host *netNS, mine func(netlink.Link, origin) bool) error {
 	links, err := host.h.LinkList()
 	if err != nil {
 		return fmt.Errorf("list links in the host network namespace: %w", err)
 	}
 	var errs []error
 	for _, l := range links {
-		o, ok := parseOrigin(l.Attrs().Alias)
-		if !ok {
-			continue
-		}
-		if (want != "" && o.Name == want) || (want == "" && l.Attrs().Name == ifname) {
+		if o, ok := parseOrigin(l.Attrs().Alias); ok && mine(l, o) {
 			if err := restoreInHost(host, l, o); err != nil {
 				errs = append(errs, err)
 			}

@@ -405,14 +405,15 @@ func TestStaticDeviceIDAndPCIAddress(t *testing.T) {
 // moves it by hand).
 func TestDelAfterNetnsDestroyed(t *testing.T) {
 	for _, tc := range []struct {
-		name      string
-		netns     func(e *env) string
-		static    bool // device known only by its in-pod name (PCI-address deviceID)
-		returnAs  string
+		name     string
+		netns    func(e *env) string
+		static   bool // device known only by its in-pod name (PCI-address deviceID)
+		returnAs string
 	}{
 		{name: "netns path gone", netns: func(e *env) string { return e.pod.Path() }, returnAs: "net1"},
 		{name: "empty netns", netns: func(*env) string { return "" }, returnAs: "dev7"},
-		{name: "by ifname", netns: func(*env) string { return "" }, returnAs: "net1", static: true},
+		{name: "pci by ifname", netns: func(*env) string { return "" }, returnAs: "net1", static: true},
+		{name: "pci by sysfs", netns: func(*env) string { return "" }, returnAs: "dev9", static: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -436,6 +437,12 @@ func TestDelAfterNetnsDestroyed(t *testing.T) {
 			}
 			if err := e.podH.LinkSetNsFd(e.podLink(tc.returnAs), int(e.host.Fd())); err != nil {
 				t.Fatal(err)
+			}
+			if tc.static { // sysfs shows the function's interface under its new name
+				vfNet := filepath.Join(e.p.SysfsRoot, "devices", "pci0000:3a", "0000:3a:00.0", "0000:3b:02.1", "net")
+				if err := os.Rename(filepath.Join(vfNet, e.dev), filepath.Join(vfNet, tc.returnAs)); err != nil {
+					t.Fatal(err)
+				}
 			}
 			// The pod's namespace goes away: its path is what DEL sees.
 			_ = e.pod.Close()
@@ -534,7 +541,7 @@ func fakePCISysfs(t *testing.T, name string) string {
 		}
 	}
 	for link, target := range map[string]string{
-		filepath.Join(vf, "physfn"):                                 "../0000:3b:00.0",
+		filepath.Join(vf, "physfn"):                                  "../0000:3b:00.0",
 		filepath.Join(root, "class", "net", name, "device"):          "../../../devices/pci0000:3a/0000:3a:00.0/0000:3b:02.1",
 		filepath.Join(root, "bus", "pci", "devices", "0000:3b:02.1"): "../../../devices/pci0000:3a/0000:3a:00.0/0000:3b:02.1",
 	} {
