@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/multinet/multinet/pkg/lint"
 )
 
 // buildBinary builds kubectl-multinet into a temporary directory.
@@ -41,20 +43,11 @@ func runBinary(t *testing.T, bin, stdin string, args ...string) (int, string, st
 	return cmd.ProcessState.ExitCode(), out.String(), errOut.String()
 }
 
-// entry is one element of the -o json output.
-type entry struct {
-	Kind      string            `json:"kind"`
-	Namespace string            `json:"namespace"`
-	Name      string            `json:"name"`
-	Valid     bool              `json:"valid"`
-	Errors    []string          `json:"errors"`
-	Notes     []string          `json:"notes"`
-	Networks  []json.RawMessage `json:"networks"`
-}
-
-func decodeEntries(t *testing.T, stdout string) []entry {
+// decodeEntries decodes the -o json output and checks what every entry must
+// hold.
+func decodeEntries(t *testing.T, stdout string) []lint.Result {
 	t.Helper()
-	var es []entry
+	var es []lint.Result
 	if err := json.Unmarshal([]byte(stdout), &es); err != nil {
 		t.Fatalf("-o json output is not a JSON list: %v\n%s", err, stdout)
 	}

@@ -3,7 +3,6 @@ package lint
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -306,14 +305,6 @@ func strictMessage(err error) string {
 		}
 	}
 	return msg
-}
-
-// addUnique appends msg to list unless it is already there.
-func addUnique(list []string, msg string) []string {
-	if slices.Contains(list, msg) {
-		return list
-	}
-	return append(list, msg)
 }
 
 // joinErrors flattens err into messages: each error of an error tree that

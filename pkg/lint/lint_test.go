@@ -243,6 +243,15 @@ func TestLintPods(t *testing.T) {
 				{kind: "Pod", ns: "default", name: "p", errors: []string{networksAnno + `network "default/plain" (selection element 0): interface "eth0" is used by the default network`},
 					networks: `[{"name":"plain","namespace":"default","interface":"eth0"}]`},
 			}},
+		{"§4.1.2.1.5, §4.1.2.1.4.2 a request for eth0 does not hide a missing capability of another element",
+			nad("", "plain", noCapsConf) + pod("", "p", `[{"name":"plain","interface":"eth0"},{"name":"plain","mac":"02:00:00:00:00:01"}]`), Options{},
+			[]want{
+				{kind: "NetworkAttachmentDefinition", ns: "default", name: "plain"},
+				{kind: "Pod", ns: "default", name: "p", errors: []string{
+					networksAnno + `network "default/plain" (selection element 0): interface "eth0" is used by the default network`,
+					networksAnno + `network "default/plain" (selection element 1, interface "net1"): selection element key "mac" needs runtimeConfig "mac"`},
+					networks: `[{"name":"plain","namespace":"default","interface":"eth0"},{"name":"plain","namespace":"default","mac":"02:00:00:00:00:01","interface":"net1"}]`},
+			}},
 		{"§4.1.2.1.4 a bad value: the error names the element and the field; no networks",
 			pod("", "p", `[{"name":"a"},{"name":"b","mac":"zz"}]`), Options{},
 			[]want{{kind: "Pod", ns: "default", name: "p", errors: []string{networksAnno + `networks[1] "b": field "mac": "zz" is not a 6-byte MAC address (spec §4.1.2.1.4)`}}}},

@@ -2,8 +2,8 @@ package lint
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 
@@ -85,39 +85,52 @@ func (l *linter) lintAnnotationKeys(r *Result, field func(string) string, annota
 
 // checkNetworks checks the parsed elements of a networks annotation (field)
 // against the NetworkAttachmentDefinitions of the input, and fills
-// r.Networks with them and their interface names.
+// r.Networks with them and their interface names. Its cost is linear in the
+// number of elements.
 func (l *linter) checkNetworks(r *Result, field string, elems []selection.Element) {
 	nets := make([]netconf.Network, len(elems))
 	known := make([]*libcni.NetworkConfigList, len(elems))
+	standIns := map[string]*libcni.NetworkConfigList{}
 	for i, e := range elems {
-		standIn, err := netconf.Resolve(e.Namespace, e.Name, l.standIn, nil)
-		if err != nil {
-			r.Errors = append(r.Errors, fmt.Sprintf("%s: internal: stand-in config for %q: %v", field, e.Key(), err))
-			return
+		standIn, ok := standIns[e.Key()]
+		if !ok {
+			var err error
+			if standIn, err = netconf.Resolve(e.Namespace, e.Name, l.standIn, nil); err != nil {
+				r.Errors = append(r.Errors, fmt.Sprintf("%s: internal: stand-in config for %q: %v", field, e.Key(), err))
+				return
+			}
+			standIns[e.Key()] = standIn
 		}
 		nets[i] = netconf.Network{Element: e, ConfList: standIn}
 		known[i] = l.checkNAD(r, field, fmt.Sprintf("network %q (selection element %d)", e.Key(), i), e)
 	}
-	// Capabilities and cni-args, one network at a time with its real config
-	// and stand-ins for the others. The default network's interface is left
-	// out here, so that a request for it is reported once, below.
+	// Interface names, as the daemon generates them (spec §4.1.2.1.5); the
+	// default network's name is checked separately, so that the names are
+	// known even when an element requests it.
+	named, err := netconf.Plan(nets, netconf.PlanOptions{})
+	if err != nil {
+		r.Errors = append(r.Errors, field+": "+err.Error())
+		named = nil
+	}
+	if _, err := netconf.Plan(nets, netconf.PlanOptions{DefaultIfName: defaultIfName}); err != nil && named != nil {
+		r.Errors = append(r.Errors, field+": "+err.Error())
+	}
+	for i := range named {
+		elems[i].InterfaceRequest = named[i].IfName
+	}
+	// Capabilities and cni-args: each network with a known config alone,
+	// on the interface name it gets among all of them.
 	for i := range elems {
-		if known[i] == nil {
+		if known[i] == nil || named == nil {
 			continue
 		}
-		try := slices.Clone(nets)
-		try[i].ConfList = known[i]
-		if _, err := netconf.Plan(try, netconf.PlanOptions{}); err != nil {
-			r.Errors = addUnique(r.Errors, field+": "+err.Error())
-		}
-	}
-	// Interface names, as the daemon generates them (spec §4.1.2.1.5).
-	atts, err := netconf.Plan(nets, netconf.PlanOptions{DefaultIfName: defaultIfName})
-	if err != nil {
-		r.Errors = addUnique(r.Errors, field+": "+err.Error())
-	} else {
-		for i := range atts {
-			elems[i].InterfaceRequest = atts[i].IfName
+		if _, err := netconf.Plan([]netconf.Network{{Element: elems[i], ConfList: known[i]}}, netconf.PlanOptions{}); err != nil {
+			// Plan wraps the reason in "network ... (selection element 0 ...)":
+			// say which element it really is.
+			if inner := errors.Unwrap(err); inner != nil {
+				err = inner
+			}
+			r.Errors = append(r.Errors, fmt.Sprintf("%s: network %q (selection element %d, interface %q): %v", field, elems[i].Key(), i, elems[i].InterfaceRequest, err))
 		}
 	}
 	for _, e := range elems {

@@ -3,6 +3,7 @@ package lint
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"testing"
 )
 
@@ -16,29 +17,24 @@ func reportInput(t *testing.T) []Result {
 
 func TestWriteText(t *testing.T) {
 	rs := reportInput(t)
+	// The lines after the valid pod are the same with and without notes.
+	const tail = `invalid  Pod default/bad (in.yaml:15)
+    metadata.annotations[k8s.v1.cni.cncf.io/networks]: networks[0] "disk": field "mac": "zz" is not a 6-byte MAC address (spec §4.1.2.1.4)
+ok  Pod default/gen-* (0 networks)
+skipped  ConfigMap x/c
+5 objects: 3 valid, 1 invalid, 1 skipped
+`
+	const diskNote = `    note: metadata.annotations[k8s.v1.cni.cncf.io/networks]: network "default/disk" (selection element %d): NetworkAttachmentDefinition default/disk has no spec.config; the node's CNI config is used, so capabilities are not checked
+`
 	for _, tc := range []struct {
 		notes bool
 		want  string
 	}{
-		{false, `ok  NetworkAttachmentDefinition default/disk (1 note)
-ok  Pod default/web (2 networks, 2 notes)
-invalid  Pod default/bad (in.yaml:15)
-    metadata.annotations[k8s.v1.cni.cncf.io/networks]: networks[0] "disk": field "mac": "zz" is not a 6-byte MAC address (spec §4.1.2.1.4)
-ok  Pod default/gen-* (0 networks)
-skipped  ConfigMap x/c
-5 objects: 3 valid, 1 invalid, 1 skipped
-`},
+		{false, "ok  NetworkAttachmentDefinition default/disk (1 note)\nok  Pod default/web (2 networks, 2 notes)\n" + tail},
 		{true, `ok  NetworkAttachmentDefinition default/disk
     note: spec.config: not set: the node's CNI config whose "name" is "disk" is used (spec §3.2.4, §3.4.1 rules 2-3); it is not checked here
 ok  Pod default/web (2 networks)
-    note: metadata.annotations[k8s.v1.cni.cncf.io/networks]: network "default/disk" (selection element 0): NetworkAttachmentDefinition default/disk has no spec.config; the node's CNI config is used, so capabilities are not checked
-    note: metadata.annotations[k8s.v1.cni.cncf.io/networks]: network "default/disk" (selection element 1): NetworkAttachmentDefinition default/disk has no spec.config; the node's CNI config is used, so capabilities are not checked
-invalid  Pod default/bad (in.yaml:15)
-    metadata.annotations[k8s.v1.cni.cncf.io/networks]: networks[0] "disk": field "mac": "zz" is not a 6-byte MAC address (spec §4.1.2.1.4)
-ok  Pod default/gen-* (0 networks)
-skipped  ConfigMap x/c
-5 objects: 3 valid, 1 invalid, 1 skipped
-`},
+` + fmt.Sprintf(diskNote, 0) + fmt.Sprintf(diskNote, 1) + tail},
 	} {
 		var b bytes.Buffer
 		if err := WriteText(&b, rs, tc.notes); err != nil {
