@@ -111,18 +111,18 @@ func (e *env) check(args *skel.CmdArgs) error {
 
 func (e *env) hostLink(name string) netlink.Link {
 	e.t.Helper()
-	l, err := e.hostH.LinkByName(name)
-	if err != nil {
-		e.t.Fatalf("host link %s: %v", name, err)
-	}
-	return l
+	return mustLink(e.t, e.hostH, name, "host")
 }
-
 func (e *env) podLink(name string) netlink.Link {
 	e.t.Helper()
-	l, err := e.podH.LinkByName(name)
+	return mustLink(e.t, e.podH, name, "pod")
+}
+
+func mustLink(t *testing.T, h *netlink.Handle, name, where string) netlink.Link {
+	t.Helper()
+	l, err := h.LinkByName(name)
 	if err != nil {
-		e.t.Fatalf("pod link %s: %v", name, err)
+		t.Fatalf("%s link %s: %v", where, name, err)
 	}
 	return l
 }

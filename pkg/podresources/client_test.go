@@ -160,13 +160,10 @@ func TestDeviceIDsGet(t *testing.T) {
 }
 
 func TestDeviceIDsListFallback(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		mode getMode
-	}{{"unimplemented", getUnimplemented}, {"feature gate off", getDisabled}} {
-		t.Run(tc.name, func(t *testing.T) {
+	for name, mode := range map[string]getMode{"unimplemented": getUnimplemented, "feature gate off": getDisabled} {
+		t.Run(name, func(t *testing.T) {
 			sock := socketPath(t)
-			k := startKubelet(t, sock, &fakeKubelet{get: tc.mode, pods: []*podresourcesv1.PodResources{otherPod(), webPod()}})
+			k := startKubelet(t, sock, &fakeKubelet{get: mode, pods: []*podresourcesv1.PodResources{otherPod(), webPod()}})
 			c := newClient(t, sock, Options{})
 			for i := range 2 {
 				got, err := c.DeviceIDs(context.Background(), "default", "web")
@@ -196,13 +193,10 @@ func TestDeviceIDsPodWithoutDevices(t *testing.T) {
 }
 
 func TestDeviceIDsPodNotFound(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		mode getMode
-	}{{"get", getServed}, {"list", getUnimplemented}} {
-		t.Run(tc.name, func(t *testing.T) {
+	for name, mode := range map[string]getMode{"get": getServed, "list": getUnimplemented} {
+		t.Run(name, func(t *testing.T) {
 			sock := socketPath(t)
-			startKubelet(t, sock, &fakeKubelet{get: tc.mode, pods: []*podresourcesv1.PodResources{otherPod()}})
+			startKubelet(t, sock, &fakeKubelet{get: mode, pods: []*podresourcesv1.PodResources{otherPod()}})
 			_, err := newClient(t, sock, Options{}).DeviceIDs(context.Background(), "default", "web")
 			if !errors.Is(err, ErrPodNotFound) {
 				t.Fatalf("err = %v, want ErrPodNotFound", err)
@@ -216,15 +210,22 @@ func TestDeviceIDsPodNotFound(t *testing.T) {
 	}
 }
 
-// TestDeviceIDsKubeletRestart removes the socket and serves a new one at the
-// same path, as a kubelet restart does.
-func TestDeviceIDsKubeletRestart(t *testing.T) {
+// connected returns a client that has talked to a running fake kubelet.
+func connected(t *testing.T) (string, *fakeKubelet, *Client) {
+	t.Helper()
 	sock := socketPath(t)
-	k1 := startKubelet(t, sock, &fakeKubelet{pods: []*podresourcesv1.PodResources{webPod()}})
+	k := startKubelet(t, sock, &fakeKubelet{pods: []*podresourcesv1.PodResources{webPod()}})
 	c := newClient(t, sock, Options{Timeout: 5 * time.Second})
 	if _, err := c.DeviceIDs(context.Background(), "default", "web"); err != nil {
 		t.Fatal(err)
 	}
+	return sock, k, c
+}
+
+// TestDeviceIDsKubeletRestart removes the socket and serves a new one at the
+// same path, as a kubelet restart does.
+func TestDeviceIDsKubeletRestart(t *testing.T) {
+	sock, k1, c := connected(t)
 
 	// Restart without a call in between: the next call reaches the new kubelet.
 	k1.stop()
@@ -239,12 +240,7 @@ func TestDeviceIDsKubeletRestart(t *testing.T) {
 }
 
 func TestDeviceIDsKubeletDownThenUp(t *testing.T) {
-	sock := socketPath(t)
-	k1 := startKubelet(t, sock, &fakeKubelet{pods: []*podresourcesv1.PodResources{webPod()}})
-	c := newClient(t, sock, Options{Timeout: 5 * time.Second})
-	if _, err := c.DeviceIDs(context.Background(), "default", "web"); err != nil {
-		t.Fatal(err)
-	}
+	sock, k1, c := connected(t)
 	k1.stop()
 
 	// While kubelet is down a call fails fast and names the socket.
