@@ -27,7 +27,7 @@ HOST_RECORD=$CLUSTER_DIR/host-record # what cluster-up changed on the host, for 
 
 # The default network until multinetd is the cluster's CNI (MULTINET_CNI=bridge),
 # and its delegate afterwards (MULTINET_CNI=multinet).
-MULTINET_CNI=${MULTINET_CNI:-bridge}
+MULTINET_CNI=${MULTINET_CNI:-multinet}
 MULTINET_CNI_HOOK=${MULTINET_CNI_HOOK:-$MULTINET_ROOT/hack/cluster-cni-multinet.sh}
 BRIDGE_NAME=mnbr0
 DEFAULT_NETWORK_NAME=multinet-default

@@ -1,0 +1,347 @@
+package attach
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/multinet/multinet/pkg/cniserver/api"
+	"github.com/multinet/multinet/pkg/devinfo"
+	"github.com/multinet/multinet/pkg/kube"
+	"github.com/multinet/multinet/pkg/netconf"
+	"github.com/multinet/multinet/pkg/state"
+	"github.com/multinet/multinet/pkg/status"
+)
+
+type libcniList = libcni.NetworkConfigList
+
+// Add performs CNI ADD for one pod sandbox (DESIGN.md "The ADD path"):
+// the default network on the runtime's CNI_IFNAME, then every selected
+// network in annotation order (spec §6.2, §4). The record of the attachments
+// is written before any delegate runs and again, with the results, before Add
+// returns. network-status (§5) is written with one PATCH.
+//
+// It returns the default network's result in the cniVersion of the runtime's
+// configuration. Errors are *types.Error naming the network, the plugin and
+// the reason; when a delegate fails, the attachments already made are torn
+// down first (spec §7.2) and a Warning Event is posted on the pod.
+func (e *Engine) Add(ctx context.Context, req *api.Request) ([]byte, error) {
+	unlock, err := e.locks.lock(ctx, req.ContainerID)
+	if err != nil {
+		return nil, types.NewError(types.ErrTryAgainLater, err.Error(), "")
+	}
+	defer unlock()
+
+	cniVersion, err := configVersion(req.Config)
+	if err != nil {
+		return nil, types.NewError(types.ErrDecodingFailure, err.Error(), "")
+	}
+	args, err := parseArgs(req.Args)
+	if err != nil {
+		return nil, types.NewError(types.ErrInvalidEnvironmentVariables, err.Error(), "")
+	}
+	runtimeConfig, err := netconf.RuntimeConfigFromConfig(req.Config)
+	if err != nil {
+		return nil, types.NewError(types.ErrDecodingFailure, err.Error(), "")
+	}
+	log := klog.FromContext(ctx).WithValues("pod", args.Namespace+"/"+args.Name, "containerID", req.ContainerID)
+
+	// A record left by an earlier ADD of this container (the runtime retried
+	// after a crash or timeout) is torn down first: ADD starts from nothing.
+	if old, err := e.opts.Store.Load(req.ContainerID); err == nil && len(old.Attachments) > 0 {
+		log.Info("tearing down the attachments of an earlier ADD", "attachments", len(old.Attachments))
+		if err := e.teardown(ctx, req.Netns, old, len(old.Attachments)); err != nil {
+			return nil, types.NewError(types.ErrTryAgainLater, fmt.Sprintf("tear down the earlier ADD of container %s: %v", req.ContainerID, err), "")
+		}
+	}
+
+	p, err := e.buildPlan(ctx, req.IfName, req.ContainerID, args, runtimeConfig, true)
+	if err != nil {
+		if p != nil {
+			e.warn(p, err)
+		} else if pod := e.cachedPod(ctx, args); pod != nil {
+			e.warningEvent(pod, kube.ReasonAttachFailed, "%v", cniMsg(err))
+		}
+		log.Error(err, "ADD failed before any delegate ran")
+		return nil, err
+	}
+
+	rec := &state.Record{
+		ContainerID:  req.ContainerID,
+		Netns:        req.Netns,
+		PodNamespace: args.Namespace,
+		PodName:      args.Name,
+		PodUID:       args.UID,
+		CNIArgs:      req.Args,
+	}
+	for i, a := range p.attachments {
+		rec.Attachments = append(rec.Attachments, state.Attachment{
+			Network:        a.NetworkKey,
+			Default:        i == 0,
+			IfName:         a.IfName,
+			ConfList:       a.ConfList.Bytes,
+			CapabilityArgs: a.CapabilityArgs,
+			Phase:          state.PhasePlanned,
+			DeviceInfoFile: p.deviceInfoFiles[i],
+			DeviceID:       p.deviceIDs[i],
+		})
+	}
+	if err := e.opts.Store.Save(rec); err != nil {
+		e.removeDeviceInfoFiles(rec, len(rec.Attachments))
+		return nil, types.NewError(types.ErrInternal, fmt.Sprintf("save attachment record: %v", err), "")
+	}
+
+	cni := e.cniFor(req.Path)
+	results := make([]types.Result, len(p.attachments))
+	for i := range p.attachments {
+		a := &p.attachments[i]
+		alog := log.WithValues("network", a.NetworkKey, "ifName", a.IfName)
+		res, err := e.runAdd(ctx, cni, a, req, args)
+		if err != nil {
+			alog.Error(err, "delegate ADD failed")
+			return nil, e.failAdd(ctx, req, rec, p, i, err)
+		}
+		results[i] = res
+		raw, err := json.Marshal(res)
+		if err != nil {
+			return nil, e.failAdd(ctx, req, rec, p, i+1, fmt.Errorf("network %s: encode result: %w", a.NetworkKey, err))
+		}
+		rec.Attachments[i].Phase = state.PhaseAdded
+		rec.Attachments[i].Result = raw
+		alog.V(2).Info("attached")
+	}
+
+	if p.gatewayRequested {
+		if err := setDefaultRoute(req.Netns, p, results); err != nil {
+			return nil, e.failAdd(ctx, req, rec, p, len(p.attachments), err)
+		}
+	}
+
+	list, err := e.networkStatus(p, results)
+	if err != nil {
+		return nil, e.failAdd(ctx, req, rec, p, len(p.attachments), err)
+	}
+
+	rec.Complete = true
+	if err := e.opts.Store.Save(rec); err != nil {
+		return nil, e.failAdd(ctx, req, rec, p, len(p.attachments), fmt.Errorf("save attachment record: %w", err))
+	}
+
+	out, err := results[0].GetAsVersion(cniVersion)
+	if err != nil {
+		return nil, e.failAdd(ctx, req, rec, p, len(p.attachments), fmt.Errorf("default network %s: convert its result to cniVersion %s: %w", p.attachments[0].NetworkKey, cniVersion, err))
+	}
+	body, err := json.Marshal(out)
+	if err != nil {
+		return nil, e.failAdd(ctx, req, rec, p, len(p.attachments), fmt.Errorf("encode result: %w", err))
+	}
+
+	if p.pod != nil {
+		e.writeStatus(ctx, p, list)
+		for i, s := range list {
+			if i == 0 {
+				continue
+			}
+			e.normalEvent(p.pod, kube.ReasonAddedInterface, "Add %s %v from %s", s.Interface, s.IPs, s.Name)
+		}
+	}
+	log.V(1).Info("ADD done", "attachments", len(p.attachments))
+	return body, nil
+}
+
+// runAdd runs one delegate ADD with the delegate timeout.
+func (e *Engine) runAdd(ctx context.Context, cni *libcni.CNIConfig, a *netconf.Attachment, req *api.Request, args podArgs) (types.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.opts.DelegateTimeout)
+	defer cancel()
+	start := time.Now()
+	res, err := cni.AddNetworkList(ctx, a.ConfList, a.RuntimeConf(req.ContainerID, req.Netns, args.Pairs))
+	e.observe("ADD", a.ConfList, start, err)
+	if err != nil {
+		return nil, delegateError("ADD", a.NetworkKey, a.IfName, a.ConfList, err)
+	}
+	return res, nil
+}
+
+// failAdd tears down attachments [0, made] (the failed one included: a
+// delegate may have half-made it), posts the Warning Event and returns the
+// CNI error for the runtime (spec §7.2). What could not be torn down stays in
+// the record so that the runtime's DEL retries it.
+func (e *Engine) failAdd(ctx context.Context, req *api.Request, rec *state.Record, p *plan, made int, cause error) error {
+	n := made + 1
+	if n > len(rec.Attachments) {
+		n = len(rec.Attachments)
+	}
+	rec.Attachments = rec.Attachments[:n]
+	terr := e.teardown(context.WithoutCancel(ctx), req.Netns, rec, n)
+	if terr == nil {
+		// Keep an empty record: the runtime's DEL that follows a failed ADD
+		// then has nothing to do and needs no API call.
+		rec.Attachments = nil
+	}
+	if err := e.opts.Store.Save(rec); err != nil {
+		klog.FromContext(ctx).Error(err, "save attachment record after a failed ADD", "containerID", req.ContainerID)
+	}
+	msg := cniMsg(cause)
+	if terr != nil {
+		msg += fmt.Sprintf(" (and tearing down the attachments made before it failed: %v)", terr)
+	}
+	e.warn(p, errors.New(msg))
+	var te *types.Error
+	if errors.As(cause, &te) {
+		return types.NewError(te.Code, msg, te.Details)
+	}
+	return types.NewError(types.ErrInternal, msg, "")
+}
+
+// warn posts the Warning Event of a failed ADD on the plan's pod.
+func (e *Engine) warn(p *plan, err error) {
+	if p == nil || p.pod == nil {
+		return
+	}
+	e.warningEvent(p.pod, kube.ReasonAttachFailed, "%s", cniMsg(err))
+}
+
+// cachedPod returns the request's pod for an Event when it is at hand.
+func (e *Engine) cachedPod(ctx context.Context, args podArgs) *corev1.Pod {
+	if !args.hasPod() || e.opts.Pods == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	pod, err := e.opts.Pods.Get(ctx, args.Namespace, args.Name, args.UID)
+	if err != nil {
+		return nil
+	}
+	return pod
+}
+
+// networkStatus builds the pod's network-status list (spec §5) from the
+// results, default network first.
+func (e *Engine) networkStatus(p *plan, results []types.Result) ([]status.NetworkStatus, error) {
+	list := make([]status.NetworkStatus, 0, len(results))
+	for i, a := range p.attachments {
+		opts := status.Options{
+			Default:      i == 0,
+			DefaultRoute: i == p.gateway,
+		}
+		if i > 0 {
+			opts.GatewayRequest = a.Element.GatewayRequest
+		}
+		if f := p.deviceInfoFiles[i]; f != "" {
+			if d, err := os.ReadFile(f); err == nil {
+				if _, derr := devinfo.Decode(d); derr == nil {
+					opts.DeviceInfo = d
+				} else {
+					return nil, fmt.Errorf("network %s: device-info file %s: %w", a.NetworkKey, f, derr)
+				}
+			}
+		}
+		s, err := status.FromResult(results[i], a.NetworkKey, a.IfName, opts)
+		if err != nil {
+			return nil, fmt.Errorf("network %s: network-status: %w", a.NetworkKey, err)
+		}
+		list = append(list, s)
+	}
+	return list, nil
+}
+
+// writeStatus PATCHes the network-status annotation, now or in the
+// background (Options.AsyncStatus). A failure is logged and posted as an
+// Event, never fails the ADD: the pod's networks are up.
+func (e *Engine) writeStatus(ctx context.Context, p *plan, list []status.NetworkStatus) {
+	if e.opts.Status == nil {
+		return
+	}
+	value, err := status.Encode(list)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "encode network-status", "pod", p.pod.Namespace+"/"+p.pod.Name)
+		return
+	}
+	write := func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := e.opts.Status.PatchAnnotation(ctx, p.pod.Namespace, p.pod.Name, string(p.pod.UID), status.Annotation, value); err != nil {
+			klog.FromContext(ctx).Error(err, "write network-status", "pod", p.pod.Namespace+"/"+p.pod.Name)
+			e.warningEvent(p.pod, "NetworkStatusFailed", "write %s: %v", status.Annotation, err)
+		}
+	}
+	if !e.opts.AsyncStatus {
+		write(ctx)
+		return
+	}
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		write(context.WithoutCancel(ctx))
+	}()
+}
+
+// delegateError names the command, network, interface and plugin of a
+// failed delegate, keeping the delegate's CNI error code.
+func delegateError(cmd, network, ifName string, list *libcni.NetworkConfigList, err error) error {
+	msg := fmt.Sprintf("network %s (interface %s, plugin %s): %s: %s", network, ifName, pluginTypes(list), cmd, cniMsg(err))
+	var te *types.Error
+	if errors.As(err, &te) {
+		return types.NewError(te.Code, msg, te.Details)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return types.NewError(types.ErrTryAgainLater, msg+" (delegate timed out)", "")
+	}
+	return types.NewError(types.ErrInternal, msg, "")
+}
+
+// cniMsg is an error's message, the msg (and details) of a CNI error.
+func cniMsg(err error) string {
+	var te *types.Error
+	if errors.As(err, &te) {
+		if te.Details != "" && !strings.Contains(te.Msg, te.Details) {
+			return te.Msg + ": " + te.Details
+		}
+		return te.Msg
+	}
+	return err.Error()
+}
+
+// pluginTypes lists a config list's plugin types, "bridge+portmap".
+func pluginTypes(list *libcni.NetworkConfigList) string {
+	if list == nil {
+		return "?"
+	}
+	t := make([]string, 0, len(list.Plugins))
+	for _, p := range list.Plugins {
+		t = append(t, p.Network.Type)
+	}
+	return strings.Join(t, "+")
+}
+
+func (e *Engine) observe(cmd string, list *libcni.NetworkConfigList, start time.Time, err error) {
+	if e.opts.Observer == nil {
+		return
+	}
+	plugin := "?"
+	if list != nil && len(list.Plugins) > 0 {
+		plugin = list.Plugins[0].Network.Type
+	}
+	e.opts.Observer.DelegateDone(cmd, plugin, time.Since(start), err)
+}
+
+func (e *Engine) normalEvent(pod *corev1.Pod, reason, format string, args ...any) {
+	if e.opts.Events != nil && pod != nil {
+		e.opts.Events.Normal(pod, reason, format, args...)
+	}
+}
+
+func (e *Engine) warningEvent(pod *corev1.Pod, reason, format string, args ...any) {
+	if e.opts.Events != nil && pod != nil {
+		e.opts.Events.Warning(pod, reason, format, args...)
+	}
+}

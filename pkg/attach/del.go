@@ -1,0 +1,364 @@
+package attach
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/multinet/multinet/pkg/cniserver/api"
+	"github.com/multinet/multinet/pkg/devinfo"
+	"github.com/multinet/multinet/pkg/kube"
+	"github.com/multinet/multinet/pkg/netconf"
+	"github.com/multinet/multinet/pkg/state"
+)
+
+// fallbackPlanTimeout bounds the API lookups of a DEL without a record.
+const fallbackPlanTimeout = 3 * time.Second
+
+// Del performs CNI DEL for one pod sandbox from its attachment record: every
+// recorded attachment in reverse order, continuing past failures, with one
+// aggregated error (spec §7.2). It needs neither the API server nor the NADs.
+// CNI_NETNS may be empty or already gone: every delegate's DEL still runs
+// (with an empty CNI_NETNS) so that IPAM releases its addresses.
+//
+// Without a record (or with a corrupt one, reported in the log and as an
+// Event), it tears down what the API server still knows: the pod's current
+// selection, else the default network alone. The record is removed once
+// every delegate DEL succeeded; otherwise it is kept for the runtime's retry.
+func (e *Engine) Del(ctx context.Context, req *api.Request) error {
+	unlock, err := e.locks.lock(ctx, req.ContainerID)
+	if err != nil {
+		return types.NewError(types.ErrTryAgainLater, err.Error(), "")
+	}
+	defer unlock()
+
+	log := klog.FromContext(ctx).WithValues("containerID", req.ContainerID)
+	rec, err := e.opts.Store.Load(req.ContainerID)
+	switch {
+	case err == nil:
+	case errors.Is(err, state.ErrNotFound), errors.Is(err, state.ErrCorrupt):
+		corrupt := errors.Is(err, state.ErrCorrupt)
+		if corrupt {
+			log.Error(err, "attachment record is corrupt; tearing down what the API server knows")
+		}
+		rec, err = e.fallbackRecord(ctx, req, corrupt)
+		if err != nil {
+			return types.NewError(types.ErrTryAgainLater, fmt.Sprintf("DEL of container %s without a record: %v", req.ContainerID, err), "")
+		}
+	default:
+		return types.NewError(types.ErrIOFailure, fmt.Sprintf("read attachment record: %v", err), "")
+	}
+
+	n := len(rec.Attachments)
+	if err := e.teardown(ctx, req.Netns, rec, n); err != nil {
+		if serr := e.opts.Store.Save(rec); serr != nil {
+			log.Error(serr, "save the attachments left after a failed DEL")
+		}
+		log.Error(err, "DEL failed; keeping the record for the runtime's retry")
+		return types.NewError(types.ErrTryAgainLater, err.Error(), "")
+	}
+	if err := e.opts.Store.Delete(req.ContainerID); err != nil {
+		return types.NewError(types.ErrIOFailure, fmt.Sprintf("remove attachment record: %v", err), "")
+	}
+	log.V(1).Info("DEL done", "attachments", n)
+	return nil
+}
+
+// teardown runs the delegate DEL of rec.Attachments[:n] in reverse order and
+// removes their device-info files, continuing past failures. It returns the
+// failures joined; the record's failed attachments are kept in rec (the
+// others removed) so that a retry does only what is left.
+func (e *Engine) teardown(ctx context.Context, netns string, rec *state.Record, n int) error {
+	if netns != "" {
+		if _, err := os.Stat(netns); err != nil {
+			netns = "" // gone with the sandbox: delegates still release IPAM
+		}
+	}
+	args, err := parseArgs(rec.CNIArgs)
+	if err != nil {
+		return fmt.Errorf("record of container %s: %w", rec.ContainerID, err)
+	}
+	cni := e.cniFor("")
+	var errs []error
+	var kept []state.Attachment
+	for i := n - 1; i >= 0; i-- {
+		a := rec.Attachments[i]
+		if err := e.delOne(ctx, cni, rec.ContainerID, netns, args, &a); err != nil {
+			errs = append(errs, err)
+			kept = append([]state.Attachment{a}, kept...)
+			continue
+		}
+		if a.DeviceInfoFile != "" {
+			if err := devinfo.RemoveFile(a.DeviceInfoFile); err != nil {
+				errs = append(errs, fmt.Errorf("network %s: remove device-info file: %w", a.Network, err))
+			}
+		}
+	}
+	rec.Attachments = append(kept, rec.Attachments[n:]...)
+	return errors.Join(errs...)
+}
+
+// delOne runs the delegate DEL of one recorded attachment.
+func (e *Engine) delOne(ctx context.Context, cni *libcni.CNIConfig, containerID, netns string, args podArgs, a *state.Attachment) error {
+	list, err := libcni.ConfListFromBytes(a.ConfList)
+	if err != nil {
+		return fmt.Errorf("network %s (interface %s): recorded config: %w", a.Network, a.IfName, err)
+	}
+	rt := &libcni.RuntimeConf{
+		ContainerID:    containerID,
+		NetNS:          netns,
+		IfName:         a.IfName,
+		Args:           args.Pairs,
+		CapabilityArgs: a.CapabilityArgs,
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.opts.DelegateTimeout)
+	defer cancel()
+	start := time.Now()
+	err = cni.DelNetworkList(ctx, list, rt)
+	e.observe("DEL", list, start, err)
+	if err != nil {
+		return delegateError("DEL", a.Network, a.IfName, list, err)
+	}
+	return nil
+}
+
+// fallbackRecord rebuilds the attachments of a container without a usable
+// record from the API (the pod's selection as it is now), or the default
+// network alone when the pod or the API server is gone.
+func (e *Engine) fallbackRecord(ctx context.Context, req *api.Request, corrupt bool) (*state.Record, error) {
+	args, err := parseArgs(req.Args)
+	if err != nil {
+		return nil, err
+	}
+	rec := &state.Record{ContainerID: req.ContainerID, Netns: req.Netns, CNIArgs: req.Args,
+		PodNamespace: args.Namespace, PodName: args.Name, PodUID: args.UID}
+	runtimeConfig, _ := netconf.RuntimeConfigFromConfig(req.Config)
+
+	pctx, cancel := context.WithTimeout(ctx, fallbackPlanTimeout)
+	defer cancel()
+	p, err := e.buildPlan(pctx, req.IfName, req.ContainerID, args, runtimeConfig, false)
+	if err != nil {
+		// The pod or a NAD is gone, or the API server is not answering:
+		// the default network is all that can be known.
+		def, derr := e.defaultAttachment(nil, req.IfName, runtimeConfig)
+		if derr != nil {
+			return nil, fmt.Errorf("%v; and the default network: %w", err, derr)
+		}
+		p = &plan{attachments: []netconf.Attachment{def}, deviceInfoFiles: []string{""}}
+	}
+	if corrupt {
+		e.warningEvent(p.pod, kube.ReasonCorruptRecord, "attachment record of sandbox %s is corrupt; tearing down the pod's current networks", req.ContainerID)
+	}
+	for i, a := range p.attachments {
+		f := ""
+		if i < len(p.deviceInfoFiles) {
+			f = p.deviceInfoFiles[i]
+		}
+		if f == "" && a.Declares(netconf.CapDeviceInfoFile) {
+			if u, err := devinfo.UniqueName(req.ContainerID, a.NetworkKey, a.IfName); err == nil {
+				f, _ = e.opts.DevInfo.CNIPath(u)
+			}
+		}
+		rec.Attachments = append(rec.Attachments, state.Attachment{
+			Network: a.NetworkKey, Default: i == 0, IfName: a.IfName,
+			ConfList: a.ConfList.Bytes, CapabilityArgs: a.CapabilityArgs,
+			Phase: state.PhasePlanned, DeviceInfoFile: f,
+		})
+	}
+	return rec, nil
+}
+
+// Check performs CNI CHECK: every recorded attachment's delegates are
+// checked against the result libcni cached at ADD (not only the default
+// network). Errors name the network and plugin; a container without a
+// complete record is an error.
+func (e *Engine) Check(ctx context.Context, req *api.Request) error {
+	unlock, err := e.locks.lock(ctx, req.ContainerID)
+	if err != nil {
+		return types.NewError(types.ErrTryAgainLater, err.Error(), "")
+	}
+	defer unlock()
+	rec, err := e.opts.Store.Load(req.ContainerID)
+	if err != nil {
+		return types.NewError(types.ErrIOFailure, fmt.Sprintf("CHECK of container %s: %v", req.ContainerID, err), "")
+	}
+	if !rec.Complete {
+		return types.NewError(types.ErrInternal, fmt.Sprintf("CHECK of container %s: its ADD did not complete", req.ContainerID), "")
+	}
+	args, err := parseArgs(rec.CNIArgs)
+	if err != nil {
+		return types.NewError(types.ErrInvalidEnvironmentVariables, err.Error(), "")
+	}
+	cni := e.cniFor(req.Path)
+	var errs []error
+	for _, a := range rec.Attachments {
+		list, err := libcni.ConfListFromBytes(a.ConfList)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("network %s: recorded config: %w", a.Network, err))
+			continue
+		}
+		rt := &libcni.RuntimeConf{ContainerID: req.ContainerID, NetNS: req.Netns, IfName: a.IfName, Args: args.Pairs, CapabilityArgs: a.CapabilityArgs}
+		cctx, cancel := context.WithTimeout(ctx, e.opts.DelegateTimeout)
+		start := time.Now()
+		err = cni.CheckNetworkList(cctx, list, rt)
+		cancel()
+		e.observe("CHECK", list, start, err)
+		if err != nil {
+			errs = append(errs, delegateError("CHECK", a.Network, a.IfName, list, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return types.NewError(types.ErrInternal, err.Error(), "")
+	}
+	return nil
+}
+
+// gcConfig is the part of a GC request's configuration GC reads
+// (CNI spec 1.1 "GC": cni.dev/valid-attachments).
+type gcConfig struct {
+	Valid []types.GCAttachment `json:"cni.dev/valid-attachments"`
+}
+
+// GC performs CNI GC: the records of containers that are not in the
+// runtime's cni.dev/valid-attachments are torn down (as DEL with no netns)
+// and removed; then every delegate network in use gets GC with the
+// attachments it still serves, so that libcni DELs its stale cached
+// attachments and 1.1.0 plugins release what is not valid.
+func (e *Engine) GC(ctx context.Context, req *api.Request) error {
+	var cfg gcConfig
+	if err := json.Unmarshal(req.Config, &cfg); err != nil {
+		return types.NewError(types.ErrDecodingFailure, fmt.Sprintf("GC: cni.dev/valid-attachments: %v", err), "")
+	}
+	valid := map[string]bool{}
+	for _, a := range cfg.Valid {
+		valid[a.ContainerID] = true
+	}
+	ids, err := e.opts.Store.List()
+	if err != nil {
+		return types.NewError(types.ErrIOFailure, fmt.Sprintf("GC: list records: %v", err), "")
+	}
+	var errs []error
+	networks := map[string]*gcNetwork{}
+	for _, id := range ids {
+		if err := e.gcOne(ctx, id, valid[id], networks); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if list, _, err := e.opts.DefaultNetwork(); err == nil {
+		if _, ok := networks[list.Name]; !ok {
+			networks[list.Name] = &gcNetwork{list: list}
+		}
+	}
+	cni := e.cniFor(req.Path)
+	for _, n := range networks {
+		gctx, cancel := context.WithTimeout(ctx, e.opts.DelegateTimeout)
+		start := time.Now()
+		err := cni.GCNetworkList(gctx, n.list, &libcni.GCArgs{ValidAttachments: n.valid})
+		cancel()
+		e.observe("GC", n.list, start, err)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("GC of network %s: %w", n.list.Name, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return types.NewError(types.ErrInternal, err.Error(), "")
+	}
+	return nil
+}
+
+// gcNetwork is one delegate network seen by GC and the attachments of it
+// that are still valid.
+type gcNetwork struct {
+	list  *libcni.NetworkConfigList
+	valid []types.GCAttachment
+}
+
+// gcOne tears down the record of container id when it is not valid (as a DEL
+// without netns), else adds its attachments to the valid attachments of their
+// networks.
+func (e *Engine) gcOne(ctx context.Context, id string, valid bool, networks map[string]*gcNetwork) error {
+	unlock, err := e.locks.lock(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	rec, err := e.opts.Store.Load(id)
+	if err != nil {
+		if errors.Is(err, state.ErrNotFound) {
+			return nil
+		}
+		if !valid && errors.Is(err, state.ErrCorrupt) {
+			klog.FromContext(ctx).Error(err, "GC: removing a corrupt record of a container that is gone", "containerID", id)
+			return e.opts.Store.Delete(id)
+		}
+		return fmt.Errorf("GC: record of container %s: %w", id, err)
+	}
+	if !valid {
+		if err := e.teardown(ctx, "", rec, len(rec.Attachments)); err != nil {
+			if serr := e.opts.Store.Save(rec); serr != nil {
+				err = errors.Join(err, serr)
+			}
+			return fmt.Errorf("GC: container %s: %w", id, err)
+		}
+		return e.opts.Store.Delete(id)
+	}
+	for _, a := range rec.Attachments {
+		list, err := libcni.ConfListFromBytes(a.ConfList)
+		if err != nil {
+			continue
+		}
+		n, ok := networks[list.Name]
+		if !ok {
+			n = &gcNetwork{list: list}
+			networks[list.Name] = n
+		}
+		n.valid = append(n.valid, types.GCAttachment{ContainerID: id, IfName: a.IfName})
+	}
+	return nil
+}
+
+// Status performs CNI STATUS (CNI spec 1.1): not ready (code 50) until
+// the default network's config is present and ready reports true (the
+// daemon's informers have synced); then the default network's own STATUS.
+func (e *Engine) Status(ctx context.Context, req *api.Request) error {
+	list, name, err := e.opts.DefaultNetwork()
+	if err != nil {
+		return types.NewError(50, fmt.Sprintf("default network not available: %v", err), "")
+	}
+	if e.opts.Ready != nil {
+		if err := e.opts.Ready(); err != nil {
+			return types.NewError(50, fmt.Sprintf("multinetd not ready: %v", err), "")
+		}
+	}
+	cni := e.cniFor(req.Path)
+	sctx, cancel := context.WithTimeout(ctx, e.opts.DelegateTimeout)
+	defer cancel()
+	start := time.Now()
+	err = cni.GetStatusNetworkList(sctx, list)
+	e.observe("STATUS", list, start, err)
+	if err != nil {
+		var te *types.Error
+		if errors.As(err, &te) {
+			return types.NewError(te.Code, fmt.Sprintf("default network %s: %s", name, te.Msg), te.Details)
+		}
+		return types.NewError(50, fmt.Sprintf("default network %s: %v", name, err), "")
+	}
+	return nil
+}
+
+// removeDeviceInfoFiles removes the CNI device-info files of
+// rec.Attachments[:n].
+func (e *Engine) removeDeviceInfoFiles(rec *state.Record, n int) {
+	for _, a := range rec.Attachments[:n] {
+		if a.DeviceInfoFile != "" {
+			_ = devinfo.RemoveFile(a.DeviceInfoFile)
+		}
+	}
+}

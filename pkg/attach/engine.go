@@ -1,0 +1,253 @@
+// Package attach performs CNI ADD, DEL, CHECK, GC and STATUS for one pod
+// sandbox: it decides the pod's attachments (the cluster-wide default network
+// first, then every network selection element of the pod, multi-net spec v1.3
+// §4, §6, §7), runs each delegate through libcni, records what it did in the
+// state store before answering, and reports the result as the pod's
+// network-status annotation (§5).
+//
+// Engine implements cniserver.Handler. It needs the API server only on ADD
+// (pod and NetworkAttachmentDefinitions from informers); DEL, CHECK and GC
+// work from the attachment records (DESIGN.md "The ADD path", step 9).
+package attach
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/invoke"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
+	"github.com/multinet/multinet/pkg/devinfo"
+	"github.com/multinet/multinet/pkg/netconf"
+	"github.com/multinet/multinet/pkg/selection"
+	"github.com/multinet/multinet/pkg/state"
+)
+
+// Pods finds the pod a CNI request is for (kube.PodCache).
+type Pods interface {
+	// Get returns the pod namespace/name whose UID is uid (uid may be empty).
+	Get(ctx context.Context, namespace, name, uid string) (*corev1.Pod, error)
+}
+
+// NADs reads NetworkAttachmentDefinitions (an informer's lister). Get returns
+// an error for which IsNotFound is true when the object does not exist.
+type NADs interface {
+	Get(namespace, name string) (*nadv1.NetworkAttachmentDefinition, error)
+}
+
+// StatusWriter writes the network-status annotation (kube.StatusPatcher).
+type StatusWriter interface {
+	PatchAnnotation(ctx context.Context, namespace, name, uid, key, value string) error
+}
+
+// EventSink posts Events on pods (kube.Events).
+type EventSink interface {
+	Normal(obj runtime.Object, reason, format string, args ...any)
+	Warning(obj runtime.Object, reason, format string, args ...any)
+}
+
+// Devices tells which device IDs kubelet allocated to a pod, per resource name
+// (podresources.Client).
+type Devices interface {
+	DeviceIDs(ctx context.Context, namespace, name string) (map[string][]string, error)
+}
+
+// Observer receives the duration of every delegate invocation (metrics).
+type Observer interface {
+	// DelegateDone is called after each delegate operation: command is ADD,
+	// DEL, CHECK, GC or STATUS; plugin the type of the list's first plugin;
+	// err nil on success.
+	DelegateDone(command, plugin string, d time.Duration, err error)
+}
+
+// DefaultNetworkFunc returns the cluster-wide default network's config list
+// and its name for records and network-status (spec §6), or an error when
+// it is not available (then ADD fails and STATUS reports not ready).
+type DefaultNetworkFunc func() (*libcni.NetworkConfigList, string, error)
+
+// Options configure an Engine. Store, DefaultNetwork and NADs are required.
+type Options struct {
+	// Store keeps the attachment records.
+	Store *state.Store
+	// DefaultNetwork gives the default network's config (spec §6).
+	DefaultNetwork DefaultNetworkFunc
+	// Pods and NADs are read on ADD. Pods may be nil: then every ADD attaches
+	// the default network only.
+	Pods Pods
+	NADs NADs
+	// Resolver turns a NAD into its config list (spec §3.4.1); when nil a
+	// Resolver without an on-disk source is used.
+	Resolver *netconf.Resolver
+	// Isolation restricts cross-namespace selections (spec §7.4).
+	Isolation selection.IsolationPolicy
+	// Status writes network-status; nil disables it.
+	Status StatusWriter
+	// Events posts pod Events; nil disables them.
+	Events EventSink
+	// Devices looks up allocated devices (resourceName networks); nil makes
+	// an attachment to such a network fail.
+	Devices Devices
+	// DevInfo is where device-info files live (device-info spec §4).
+	DevInfo devinfo.Store
+	// ResourceNameKeys are the NAD annotations naming a device resource, in
+	// order of preference. Default: ResourceNameAnnotation, then the legacy key.
+	ResourceNameKeys []string
+	// BinDirs are the delegates' CNI_PATH. When empty, the runtime's CNI_PATH
+	// of each request is used.
+	BinDirs []string
+	// CacheDir is libcni's result cache (prevResult for CHECK and DEL, GC's
+	// list of attachments). Default: <Store dir>/cni-cache.
+	CacheDir string
+	// DelegateTimeout bounds one delegate invocation (one ADD/DEL/CHECK of a
+	// config list). Default 60 s.
+	DelegateTimeout time.Duration
+	// DeviceWait is how long ADD waits for kubelet to report a pod's devices
+	// through PodResources. Default 2 s.
+	DeviceWait time.Duration
+	// AsyncStatus writes network-status after ADD returns (retrying in the
+	// background) instead of before. Default false: the annotation is on the
+	// pod before the runtime reports the sandbox ready.
+	AsyncStatus bool
+	// Exec replaces the plugin executor (tests); nil uses the real one.
+	Exec invoke.Exec
+	// Observer is told about delegate invocations; may be nil.
+	Observer Observer
+	// Ready reports why the daemon cannot serve ADD yet (informers not
+	// synced), nil when it can; STATUS uses it. May be nil.
+	Ready func() error
+}
+
+// Engine runs CNI operations for pod sandboxes. Create it with New; it is
+// safe for concurrent use. One operation per container runs at a time
+// (spec §7.3); operations on different containers run in parallel.
+type Engine struct {
+	opts  Options
+	locks keyedMutex
+
+	cniMu sync.Mutex
+	cni   map[string]*libcni.CNIConfig // by CNI_PATH
+
+	bg sync.WaitGroup // background status writes
+}
+
+// New returns an Engine. Errors: a required option is missing.
+func New(opts Options) (*Engine, error) {
+	if opts.Store == nil {
+		return nil, errors.New("attach: Options.Store is required")
+	}
+	if opts.DefaultNetwork == nil {
+		return nil, errors.New("attach: Options.DefaultNetwork is required")
+	}
+	if opts.NADs == nil && opts.Pods != nil {
+		return nil, errors.New("attach: Options.NADs is required with Options.Pods")
+	}
+	if opts.Resolver == nil {
+		opts.Resolver = netconf.NewResolver(nil, 0)
+	}
+	if len(opts.ResourceNameKeys) == 0 {
+		opts.ResourceNameKeys = []string{nadv1.ResourceNameAnnotation, nadv1.LegacyResourceNameAnnotation}
+	}
+	if opts.CacheDir == "" {
+		opts.CacheDir = filepath.Join(opts.Store.Dir(), "cni-cache")
+	}
+	if opts.DelegateTimeout <= 0 {
+		opts.DelegateTimeout = 60 * time.Second
+	}
+	if opts.DeviceWait <= 0 {
+		opts.DeviceWait = 2 * time.Second
+	}
+	return &Engine{opts: opts, cni: map[string]*libcni.CNIConfig{}}, nil
+}
+
+// Wait blocks until background network-status writes are done or ctx ends.
+func (e *Engine) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { e.bg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// cniFor returns the libcni runner for a request's CNI_PATH.
+func (e *Engine) cniFor(reqPath string) *libcni.CNIConfig {
+	dirs := e.opts.BinDirs
+	key := strings.Join(dirs, ":")
+	if len(dirs) == 0 {
+		key = reqPath
+		for _, d := range filepath.SplitList(reqPath) {
+			if d != "" {
+				dirs = append(dirs, d)
+			}
+		}
+	}
+	e.cniMu.Lock()
+	defer e.cniMu.Unlock()
+	c, ok := e.cni[key]
+	if !ok {
+		c = libcni.NewCNIConfigWithCacheDir(dirs, e.opts.CacheDir, e.opts.Exec)
+		e.cni[key] = c
+	}
+	return c
+}
+
+// keyedMutex serializes operations per key (container ID).
+type keyedMutex struct {
+	mu sync.Mutex
+	m  map[string]*keyedEntry
+}
+
+type keyedEntry struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// lock locks key and returns its unlock function. It gives up when ctx ends.
+func (k *keyedMutex) lock(ctx context.Context, key string) (func(), error) {
+	k.mu.Lock()
+	if k.m == nil {
+		k.m = map[string]*keyedEntry{}
+	}
+	e, ok := k.m[key]
+	if !ok {
+		e = &keyedEntry{}
+		k.m[key] = e
+	}
+	e.refs++
+	k.mu.Unlock()
+
+	release := func() {
+		k.mu.Lock()
+		e.refs--
+		if e.refs == 0 {
+			delete(k.m, key)
+		}
+		k.mu.Unlock()
+	}
+	if e.mu.TryLock() {
+		return func() { e.mu.Unlock(); release() }, nil
+	}
+	got := make(chan struct{})
+	go func() {
+		e.mu.Lock()
+		close(got)
+	}()
+	select {
+	case <-got:
+		return func() { e.mu.Unlock(); release() }, nil
+	case <-ctx.Done():
+		// The goroutine still takes the lock eventually; hand it back then.
+		go func() { <-got; e.mu.Unlock(); release() }()
+		return nil, fmt.Errorf("another operation on container %s is still running: %w", key, ctx.Err())
+	}
+}

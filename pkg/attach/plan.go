@@ -1,0 +1,273 @@
+package attach
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/multinet/multinet/pkg/devinfo"
+	"github.com/multinet/multinet/pkg/netconf"
+	"github.com/multinet/multinet/pkg/selection"
+)
+
+// plan is what one ADD runs: the default network first, then one attachment
+// per network selection element in annotation order.
+type plan struct {
+	pod *corev1.Pod // nil when the request names no pod
+	// attachments[0] is the default network (spec §6.2).
+	attachments []netconf.Attachment
+	// resources[i] is the device resource name of attachments[i], "" if none.
+	resources []string
+	deviceIDs []string
+	// deviceInfoFiles[i] is the CNI device-info file path handed to
+	// attachments[i], "" when none.
+	deviceInfoFiles []string
+	// gateway is the index of the attachment that carries the default route
+	// (its element has "default-route", §4.1.2.1.9), 0 (the default network)
+	// when no element has it.
+	gateway int
+	// gatewayRequested is true when an element had "default-route".
+	gatewayRequested bool
+}
+
+// planError is a failure to decide the attachments: a CNI error code and the
+// message the runtime and the pod's Event show.
+func planError(code uint, format string, args ...any) error {
+	return types.NewError(code, fmt.Sprintf(format, args...), "")
+}
+
+// buildPlan decides the attachments of an ADD (DESIGN.md, ADD path steps
+// 3-7). withDevices looks the allocated devices up (ADD); DEL's fallback
+// plan passes false.
+func (e *Engine) buildPlan(ctx context.Context, ifName, containerID string, args podArgs, runtimeConfig map[string]any, withDevices bool) (*plan, error) {
+	p := &plan{}
+	if args.hasPod() && e.opts.Pods != nil {
+		pod, err := e.opts.Pods.Get(ctx, args.Namespace, args.Name, args.UID)
+		if err != nil {
+			return nil, planError(types.ErrTryAgainLater, "pod %s/%s: %v", args.Namespace, args.Name, err)
+		}
+		p.pod = pod
+	}
+
+	def, err := e.defaultAttachment(p.pod, ifName, runtimeConfig)
+	if err != nil {
+		return nil, err
+	}
+	p.attachments = append(p.attachments, def)
+
+	var elements []selection.Element
+	if p.pod != nil {
+		if v, ok := p.pod.Annotations[selection.NetworksAnnotation]; ok {
+			elements, err = selection.Parse(v, p.pod.Namespace)
+			if err != nil {
+				return nil, planError(types.ErrInvalidNetworkConfig, "pod %s/%s: annotation %s: %v", p.pod.Namespace, p.pod.Name, selection.NetworksAnnotation, err)
+			}
+			if err := e.opts.Isolation.CheckAll(p.pod.Namespace, elements); err != nil {
+				return nil, planError(types.ErrInvalidNetworkConfig, "pod %s/%s: %v", p.pod.Namespace, p.pod.Name, err)
+			}
+		}
+	}
+	if len(elements) == 0 {
+		p.resources = []string{""}
+		p.deviceIDs = []string{""}
+		p.deviceInfoFiles = []string{""}
+		return p, nil
+	}
+
+	nets := make([]netconf.Network, 0, len(elements))
+	resources := []string{""}
+	for i, el := range elements {
+		list, resource, err := e.resolveNAD(el.Namespace, el.Name)
+		if err != nil {
+			return nil, planError(types.ErrInvalidNetworkConfig, "network %d (%s): %v", i, el.Key(), err)
+		}
+		nets = append(nets, netconf.Network{Element: el, ConfList: list})
+		resources = append(resources, resource)
+		if el.GatewayRequest != nil {
+			p.gateway, p.gatewayRequested = i+1, true
+		}
+	}
+	more, err := netconf.Plan(nets, netconf.PlanOptions{DefaultIfName: ifName})
+	if err != nil {
+		return nil, planError(types.ErrInvalidNetworkConfig, "pod %s/%s: %v", p.pod.Namespace, p.pod.Name, err)
+	}
+	p.attachments = append(p.attachments, more...)
+	p.resources = resources
+	p.deviceIDs = make([]string, len(p.attachments))
+	p.deviceInfoFiles = make([]string, len(p.attachments))
+	if withDevices {
+		if err := e.assignDevices(ctx, containerID, p); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// defaultAttachment plans the cluster-wide default network (spec §6): the
+// configured one, or the NAD named by the pod's default-network annotation,
+// which obeys the same namespace isolation (§7.4). Only it gets the
+// runtime's runtimeConfig (§7.5).
+func (e *Engine) defaultAttachment(pod *corev1.Pod, ifName string, runtimeConfig map[string]any) (netconf.Attachment, error) {
+	if pod != nil {
+		if v, ok := pod.Annotations[selection.DefaultNetworkAnnotation]; ok {
+			el, err := selection.ParseDefaultNetwork(v, pod.Namespace)
+			if err != nil {
+				return netconf.Attachment{}, planError(types.ErrInvalidNetworkConfig, "pod %s/%s: annotation %s: %v", pod.Namespace, pod.Name, selection.DefaultNetworkAnnotation, err)
+			}
+			if err := e.opts.Isolation.Check(pod.Namespace, *el); err != nil {
+				return netconf.Attachment{}, planError(types.ErrInvalidNetworkConfig, "pod %s/%s: default network: %v", pod.Namespace, pod.Name, err)
+			}
+			list, _, err := e.resolveNAD(el.Namespace, el.Name)
+			if err != nil {
+				return netconf.Attachment{}, planError(types.ErrInvalidNetworkConfig, "default network %s: %v", el.Key(), err)
+			}
+			// Plan the element on the runtime's interface so its ips/mac/...
+			// become capability args like any other attachment's.
+			el.InterfaceRequest = ifName
+			planned, err := netconf.Plan([]netconf.Network{{Element: *el, ConfList: list}}, netconf.PlanOptions{})
+			if err != nil {
+				return netconf.Attachment{}, planError(types.ErrInvalidNetworkConfig, "default network %s: %v", el.Key(), err)
+			}
+			a := planned[0]
+			a.Index = -1
+			for k, v := range netconf.DefaultCapabilityArgs(runtimeConfig, list) {
+				if _, set := a.CapabilityArgs[k]; !set {
+					if a.CapabilityArgs == nil {
+						a.CapabilityArgs = map[string]any{}
+					}
+					a.CapabilityArgs[k] = v
+				}
+			}
+			return a, nil
+		}
+	}
+	list, name, err := e.opts.DefaultNetwork()
+	if err != nil {
+		return netconf.Attachment{}, planError(types.ErrTryAgainLater, "default network: %v", err)
+	}
+	a, err := netconf.DefaultAttachment(name, list, ifName, runtimeConfig)
+	if err != nil {
+		return netconf.Attachment{}, planError(types.ErrInvalidNetworkConfig, "default network %s: %v", name, err)
+	}
+	return a, nil
+}
+
+// resolveNAD returns the config list of NAD namespace/name (spec §3.4.1) and
+// its device resource name ("" when none).
+func (e *Engine) resolveNAD(namespace, name string) (*libcniList, string, error) {
+	if e.opts.NADs == nil {
+		return nil, "", fmt.Errorf("NetworkAttachmentDefinition %s/%s: no NAD source configured", namespace, name)
+	}
+	nad, err := e.opts.NADs.Get(namespace, name)
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, "", fmt.Errorf("NetworkAttachmentDefinition %s/%s not found", namespace, name)
+		}
+		return nil, "", fmt.Errorf("NetworkAttachmentDefinition %s/%s: %w", namespace, name, err)
+	}
+	list, err := e.opts.Resolver.Resolve(namespace, name, nad.Spec.Config)
+	if err != nil {
+		return nil, "", err
+	}
+	resource := ""
+	for _, k := range e.opts.ResourceNameKeys {
+		if v := nad.Annotations[k]; v != "" {
+			resource = v
+			break
+		}
+	}
+	return list, resource, nil
+}
+
+// assignDevices gives the i-th attachment of each resource the i-th device
+// kubelet allocated to the pod for it (PodResources), as runtimeConfig
+// deviceID, and prepares the CNI device-info file (device-info spec §4.2).
+func (e *Engine) assignDevices(ctx context.Context, containerID string, p *plan) error {
+	need := false
+	for _, r := range p.resources {
+		need = need || r != ""
+	}
+	if !need {
+		return e.prepareDeviceInfoFiles(containerID, p)
+	}
+	if e.opts.Devices == nil {
+		return planError(types.ErrInvalidNetworkConfig, "pod %s/%s selects device networks but multinetd has no PodResources client", p.pod.Namespace, p.pod.Name)
+	}
+	devices, err := e.podDevices(ctx, p.pod.Namespace, p.pod.Name)
+	if err != nil {
+		return planError(types.ErrTryAgainLater, "pod %s/%s: allocated devices (PodResources): %v", p.pod.Namespace, p.pod.Name, err)
+	}
+	used := map[string]int{}
+	for i, r := range p.resources {
+		if r == "" {
+			continue
+		}
+		ids := devices[r]
+		n := used[r]
+		if n >= len(ids) {
+			return planError(types.ErrInvalidNetworkConfig, "network %s needs device %d of resource %s but kubelet allocated %d to pod %s/%s (is the resource in the pod's requests? the admission webhook adds it)",
+				p.attachments[i].NetworkKey, n+1, r, len(ids), p.pod.Namespace, p.pod.Name)
+		}
+		used[r] = n + 1
+		p.deviceIDs[i] = ids[n]
+		if err := p.attachments[i].SetDeviceID(ids[n]); err != nil {
+			return planError(types.ErrInvalidNetworkConfig, "%v", err)
+		}
+	}
+	return e.prepareDeviceInfoFiles(containerID, p)
+}
+
+// podDevices asks PodResources for the pod's devices, retrying for up to
+// DeviceWait while kubelet has not reported the pod yet.
+func (e *Engine) podDevices(ctx context.Context, namespace, name string) (map[string][]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.opts.DeviceWait)
+	defer cancel()
+	for {
+		devices, err := e.opts.Devices.DeviceIDs(ctx, namespace, name)
+		if err == nil {
+			return devices, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// prepareDeviceInfoFiles hands every attachment whose plugins declare
+// CNIDeviceInfoFile the path of its CNI device-info file, after copying the
+// device plugin's file there when there is one (device-info spec §4.2, §5).
+func (e *Engine) prepareDeviceInfoFiles(containerID string, p *plan) error {
+	for i := range p.attachments {
+		a := &p.attachments[i]
+		if !a.Declares(netconf.CapDeviceInfoFile) {
+			continue
+		}
+		unique, err := devinfo.UniqueName(containerID, a.NetworkKey, a.IfName)
+		if err != nil {
+			return planError(types.ErrInvalidNetworkConfig, "network %s: device-info file name: %v", a.NetworkKey, err)
+		}
+		var path string
+		if p.deviceIDs[i] != "" {
+			path, err = e.opts.DevInfo.CopyToCNI(p.resources[i], p.deviceIDs[i], unique)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return planError(types.ErrInvalidNetworkConfig, "network %s: device-info of %s device %s: %v", a.NetworkKey, p.resources[i], p.deviceIDs[i], err)
+			}
+		}
+		if path == "" {
+			if path, err = e.opts.DevInfo.CNIPath(unique); err != nil {
+				return planError(types.ErrInvalidNetworkConfig, "network %s: %v", a.NetworkKey, err)
+			}
+		}
+		a.SetDeviceInfoFile(path)
+		p.deviceInfoFiles[i] = path
+	}
+	return nil
+}

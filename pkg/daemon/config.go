@@ -1,0 +1,193 @@
+// Package daemon wires multinetd together: the Kubernetes informers, the
+// attachment engine (pkg/attach) behind the shim's socket (pkg/cniserver),
+// the CNI configuration file the container runtime reads (multi-net spec
+// §6.1 readiness), Prometheus metrics and the health endpoints.
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/multinet/multinet/pkg/cniserver/api"
+	"github.com/multinet/multinet/pkg/devinfo"
+)
+
+// Duration is a time.Duration written as a Go duration string ("90s") in
+// the config file.
+type Duration struct{ time.Duration }
+
+// UnmarshalJSON accepts a Go duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	s := strings.Trim(string(b), `"`)
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration %s: %w", b, err)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalJSON writes a Go duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return []byte(`"` + d.String() + `"`), nil }
+
+// DefaultNetworkConfig says where the cluster-wide default network comes
+// from (spec §6). At most one of NAD, File and Name is set; none means the
+// lexically first config file of DefaultNetworkConfDir (the one the runtime
+// would have picked), never multinet's own.
+type DefaultNetworkConfig struct {
+	// NAD is "namespace/name" of a NetworkAttachmentDefinition.
+	NAD string `json:"nad,omitempty"`
+	// File is a CNI config file path (.conflist, .conf, .json).
+	File string `json:"file,omitempty"`
+	// Name is a CNI network name looked up in ConfDir.
+	Name string `json:"name,omitempty"`
+	// ConfDir is where the default network's config file lives. Default:
+	// Config.CNIConfDir.
+	ConfDir string `json:"confDir,omitempty"`
+}
+
+// Config is multinetd's configuration file (YAML or JSON); every field has
+// a default (see Defaults) and the flags of cmd/multinetd override it.
+// docs/multinetd.md describes each field.
+type Config struct {
+	// NodeName selects the pods this daemon serves. Default: $NODE_NAME,
+	// else the host name.
+	NodeName string `json:"nodeName,omitempty"`
+	// Kubeconfig is a kubeconfig path; empty uses the in-cluster config.
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	// SocketPath is the shim's socket (directory made 0700, socket 0600).
+	SocketPath string `json:"socketPath,omitempty"`
+	// CNIConfDir is the container runtime's CNI conf dir, where multinetd
+	// writes ConfFileName.
+	CNIConfDir string `json:"cniConfDir,omitempty"`
+	// ConfFileName is multinet's own CNI config file in CNIConfDir.
+	ConfFileName string `json:"confFileName,omitempty"`
+	// CNIBinDirs are the delegates' CNI_PATH; empty uses the runtime's.
+	CNIBinDirs []string `json:"cniBinDirs,omitempty"`
+	// DefaultNetwork is the cluster-wide default network (spec §6).
+	DefaultNetwork DefaultNetworkConfig `json:"defaultNetwork,omitempty"`
+	// StateDir holds the attachment records and libcni's cache.
+	StateDir string `json:"stateDir,omitempty"`
+	// DevInfoRoot is the device-info root ("<root>/dp", "<root>/cni").
+	DevInfoRoot string `json:"devInfoRoot,omitempty"`
+	// PodResourcesSocket is kubelet's PodResources API socket; empty
+	// disables device lookups.
+	PodResourcesSocket string `json:"podResourcesSocket,omitempty"`
+	// MetricsAddress serves /metrics, /healthz and /readyz ("" disables).
+	MetricsAddress string `json:"metricsAddress,omitempty"`
+	// MaxInFlight bounds CNI operations run at once; more wait (bounded by
+	// their deadline).
+	MaxInFlight int `json:"maxInFlight,omitempty"`
+	// DelegateTimeout bounds one delegate invocation.
+	DelegateTimeout Duration `json:"delegateTimeout,omitempty"`
+	// RequestTimeout bounds one CNI operation in the daemon.
+	RequestTimeout Duration `json:"requestTimeout,omitempty"`
+	// ShimTimeout is the shim's own deadline, written into ConfFileName.
+	ShimTimeout Duration `json:"shimTimeout,omitempty"`
+	// NamespaceIsolation restricts selections to the pod's namespace and
+	// GlobalNamespaces (spec §7.4).
+	NamespaceIsolation bool     `json:"namespaceIsolation,omitempty"`
+	GlobalNamespaces   []string `json:"globalNamespaces,omitempty"`
+	// AsyncStatus writes network-status after ADD returns.
+	AsyncStatus bool `json:"asyncStatus,omitempty"`
+	// APIQPS and APIBurst limit the daemon's API client.
+	APIQPS   float32 `json:"apiQPS,omitempty"`
+	APIBurst int     `json:"apiBurst,omitempty"`
+}
+
+// Defaults returns the configuration used for fields left empty.
+func Defaults() Config {
+	return Config{
+		SocketPath:         api.DefaultSocketPath,
+		CNIConfDir:         "/etc/cni/net.d",
+		ConfFileName:       "00-multinet.conflist",
+		StateDir:           "/var/lib/multinet",
+		DevInfoRoot:        devinfo.DefaultRoot,
+		PodResourcesSocket: "/var/lib/kubelet/pod-resources/kubelet.sock",
+		MetricsAddress:     "127.0.0.1:9390",
+		MaxInFlight:        16,
+		DelegateTimeout:    Duration{60 * time.Second},
+		RequestTimeout:     Duration{110 * time.Second},
+		ShimTimeout:        Duration{120 * time.Second},
+		APIQPS:             20,
+		APIBurst:           40,
+	}
+}
+
+// LoadConfig reads the config file at path (YAML or JSON; "" for none) over
+// Defaults. Errors: unreadable file, unknown or malformed field (named).
+func LoadConfig(path string) (Config, error) {
+	c := Defaults()
+	if path == "" {
+		return c, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return c, fmt.Errorf("config file: %w", err)
+	}
+	if err := yaml.UnmarshalStrict(data, &c); err != nil {
+		return c, fmt.Errorf("config file %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Complete fills NodeName and DefaultNetwork.ConfDir and checks the
+// configuration. Errors name the field.
+func (c *Config) Complete() error {
+	if c.NodeName == "" {
+		c.NodeName = os.Getenv("NODE_NAME")
+	}
+	if c.NodeName == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("nodeName: not set and no host name: %w", err)
+		}
+		c.NodeName = strings.ToLower(h)
+	}
+	if c.DefaultNetwork.ConfDir == "" {
+		c.DefaultNetwork.ConfDir = c.CNIConfDir
+	}
+	var errs []error
+	set := 0
+	for _, v := range []string{c.DefaultNetwork.NAD, c.DefaultNetwork.File, c.DefaultNetwork.Name} {
+		if v != "" {
+			set++
+		}
+	}
+	if set > 1 {
+		errs = append(errs, errors.New("defaultNetwork: set at most one of nad, file, name"))
+	}
+	if n := c.DefaultNetwork.NAD; n != "" {
+		if ns, name, ok := strings.Cut(n, "/"); !ok || ns == "" || name == "" {
+			errs = append(errs, fmt.Errorf("defaultNetwork.nad %q: want namespace/name", n))
+		}
+	}
+	if c.DefaultNetwork.File != "" && filepath.Clean(c.DefaultNetwork.File) == filepath.Join(c.CNIConfDir, c.ConfFileName) {
+		errs = append(errs, fmt.Errorf("defaultNetwork.file %q is multinet's own config file", c.DefaultNetwork.File))
+	}
+	if !filepath.IsAbs(c.SocketPath) {
+		errs = append(errs, fmt.Errorf("socketPath %q: want an absolute path", c.SocketPath))
+	}
+	if c.ConfFileName == "" || strings.ContainsRune(c.ConfFileName, '/') || !strings.HasSuffix(c.ConfFileName, ".conflist") {
+		errs = append(errs, fmt.Errorf("confFileName %q: want a file name ending in .conflist", c.ConfFileName))
+	}
+	if c.StateDir == "" {
+		errs = append(errs, errors.New("stateDir: empty"))
+	}
+	if c.MaxInFlight < 1 {
+		errs = append(errs, fmt.Errorf("maxInFlight %d: want at least 1", c.MaxInFlight))
+	}
+	if c.DelegateTimeout.Duration <= 0 || c.RequestTimeout.Duration <= 0 || c.ShimTimeout.Duration <= 0 {
+		errs = append(errs, errors.New("delegateTimeout, requestTimeout, shimTimeout: want positive durations"))
+	}
+	if c.RequestTimeout.Duration > c.ShimTimeout.Duration {
+		errs = append(errs, fmt.Errorf("requestTimeout %s: must not exceed shimTimeout %s (the shim would give up first)", c.RequestTimeout, c.ShimTimeout))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,309 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
+	"github.com/multinet/multinet/pkg/apiclient"
+	"github.com/multinet/multinet/pkg/attach"
+	"github.com/multinet/multinet/pkg/cniserver"
+	"github.com/multinet/multinet/pkg/devinfo"
+	"github.com/multinet/multinet/pkg/kube"
+	"github.com/multinet/multinet/pkg/netconf"
+	"github.com/multinet/multinet/pkg/podresources"
+	"github.com/multinet/multinet/pkg/selection"
+	"github.com/multinet/multinet/pkg/state"
+)
+
+// shutdownTimeout bounds waiting for in-flight CNI operations on stop.
+const shutdownTimeout = 30 * time.Second
+
+// Run runs multinetd with cfg (Complete already called) until ctx ends.
+//
+// The shim's socket is served at once, before the informers have synced,
+// so that DEL, CHECK and GC (which need only the attachment records) work
+// while the API server is unreachable; ADD waits for the pod in the
+// informer (then one GET). The CNI config file is written once the
+// informers have synced and the default network is available (spec §6.1).
+//
+// Errors: the API client cannot be built, the state dir or the socket
+// cannot be created, the metrics address cannot be bound.
+func Run(ctx context.Context, cfg Config) error {
+	log := klog.FromContext(ctx).WithValues("node", cfg.NodeName)
+	restConfig, err := restConfig(cfg)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	nadClient, err := apiclient.NewForConfig(restConfig)
+	if err != nil {
+		return fmt.Errorf("NetworkAttachmentDefinition client: %w", err)
+	}
+
+	pods, err := kube.NewPodCache(client, kube.PodCacheOptions{NodeName: cfg.NodeName})
+	if err != nil {
+		return err
+	}
+	nadInformer := apiclient.NewNetworkAttachmentDefinitionInformer(nadClient, "", 0, nil)
+	nads := apiclient.NewNetworkAttachmentDefinitionLister(nadInformer.GetIndexer())
+
+	store, err := state.NewStore(filepath.Join(cfg.StateDir, "records"))
+	if err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	onDisk := netconf.NewConfDir(netconf.ConfDirOptions{Dir: cfg.CNIConfDir, SkipFile: cfg.ConfFileName})
+	resolver := netconf.NewResolver(onDisk, 0)
+	defaultDir := onDisk
+	if filepath.Clean(cfg.DefaultNetwork.ConfDir) != filepath.Clean(cfg.CNIConfDir) {
+		defaultDir = netconf.NewConfDir(netconf.ConfDirOptions{Dir: cfg.DefaultNetwork.ConfDir, SkipFile: cfg.ConfFileName})
+	}
+	defaultNetwork := defaultNetworkFunc(cfg, defaultDir, nads, resolver)
+
+	trigger := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case trigger <- struct{}{}:
+		default:
+		}
+	}
+	if _, err := nadInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { poke() },
+		UpdateFunc: func(any, any) { poke() },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if nad, ok := obj.(*nadv1.NetworkAttachmentDefinition); ok {
+				resolver.Forget(nad.Namespace, nad.Name)
+			}
+			poke()
+		},
+	}); err != nil {
+		return fmt.Errorf("NAD informer handler: %w", err)
+	}
+
+	var synced atomic.Bool
+	ready := func() error {
+		if !synced.Load() {
+			return errors.New("informers not synced")
+		}
+		return nil
+	}
+
+	events := kube.NewEvents(ctx, client, "multinetd", cfg.NodeName)
+	defer events.Shutdown()
+	m := newMetrics()
+
+	var devices attach.Devices
+	if cfg.PodResourcesSocket != "" {
+		pr, err := podresources.New(cfg.PodResourcesSocket, podresources.Options{})
+		if err != nil {
+			return fmt.Errorf("podResourcesSocket: %w", err)
+		}
+		defer pr.Close()
+		devices = pr
+	}
+
+	engine, err := attach.New(attach.Options{
+		Store:           store,
+		DefaultNetwork:  defaultNetwork,
+		Pods:            pods,
+		NADs:            nads,
+		Resolver:        resolver,
+		Isolation:       selection.IsolationPolicy{Enabled: cfg.NamespaceIsolation, GlobalNamespaces: cfg.GlobalNamespaces},
+		Status:          kube.NewStatusPatcher(client),
+		Events:          events,
+		Devices:         devices,
+		DevInfo:         devinfo.Store{Root: cfg.DevInfoRoot},
+		BinDirs:         cfg.CNIBinDirs,
+		CacheDir:        filepath.Join(cfg.StateDir, "cni-cache"),
+		DelegateTimeout: cfg.DelegateTimeout.Duration,
+		AsyncStatus:     cfg.AsyncStatus,
+		Observer:        m,
+		Ready:           ready,
+	})
+	if err != nil {
+		return err
+	}
+
+	listener, err := cniserver.Listen(cfg.SocketPath)
+	if err != nil {
+		return fmt.Errorf("shim socket: %w", err)
+	}
+	server := cniserver.New(engine, cniserver.Options{
+		MaxInFlight:    cfg.MaxInFlight,
+		RequestTimeout: cfg.RequestTimeout.Duration,
+		Observer:       m,
+	})
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- server.Serve(listener) }()
+	log.Info("serving CNI requests", "socket", cfg.SocketPath)
+
+	var confWritten atomic.Bool
+	var httpServer *http.Server
+	if cfg.MetricsAddress != "" {
+		httpServer, err = serveHTTP(ctx, cfg.MetricsAddress, m, func() error {
+			if err := ready(); err != nil {
+				return err
+			}
+			if !confWritten.Load() {
+				return errors.New("CNI config not written yet (default network not available)")
+			}
+			return nil
+		})
+		if err != nil {
+			_ = server.Shutdown(context.Background())
+			return err
+		}
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go pods.Run(runCtx)
+	go nadInformer.RunWithContext(runCtx)
+	go func() {
+		if cache.WaitForCacheSync(runCtx.Done(), pods.HasSynced, nadInformer.HasSynced) {
+			synced.Store(true)
+			log.Info("informers synced")
+			poke()
+		}
+	}()
+
+	cf := &confFile{
+		path:           filepath.Join(cfg.CNIConfDir, cfg.ConfFileName),
+		socketPath:     cfg.SocketPath,
+		shimTimeout:    cfg.ShimTimeout.Duration,
+		defaultNetwork: defaultNetwork,
+		ready:          ready,
+		watchDirs:      uniqueDirs(cfg.CNIConfDir, cfg.DefaultNetwork.ConfDir, fileDir(cfg.DefaultNetwork.File)),
+		trigger:        trigger,
+	}
+	go cf.run(runCtx, 10*time.Second, func() { confWritten.Store(true) })
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		return fmt.Errorf("CNI server: %w", err)
+	}
+	log.Info("shutting down; the CNI config file stays in place")
+	sctx, scancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer scancel()
+	if err := server.Shutdown(sctx); err != nil {
+		log.Error(err, "CNI server shutdown")
+	}
+	if err := engine.Wait(sctx); err != nil {
+		log.Error(err, "waiting for network-status writes")
+	}
+	if httpServer != nil {
+		_ = httpServer.Shutdown(sctx)
+	}
+	return nil
+}
+
+// defaultNetworkFunc returns how the engine finds the default network (§6).
+func defaultNetworkFunc(cfg Config, dir *netconf.ConfDir, nads apiclient.NetworkAttachmentDefinitionLister, resolver *netconf.Resolver) attach.DefaultNetworkFunc {
+	if key := cfg.DefaultNetwork.NAD; key != "" {
+		ns, name, _ := strings.Cut(key, "/")
+		return func() (*libcni.NetworkConfigList, string, error) {
+			nad, err := nads.Get(ns, name)
+			if err != nil {
+				return nil, key, fmt.Errorf("NetworkAttachmentDefinition %s: %w", key, err)
+			}
+			list, err := resolver.Resolve(ns, name, nad.Spec.Config)
+			return list, key, err
+		}
+	}
+	src := netconf.DefaultNetwork{Path: cfg.DefaultNetwork.File, Name: cfg.DefaultNetwork.Name}
+	return func() (*libcni.NetworkConfigList, string, error) {
+		list, label, err := netconf.LoadDefault(src, dir)
+		if err != nil {
+			return nil, label, err
+		}
+		// network-status names the default network by its CNI name (§5.3.1).
+		return list, list.Name, nil
+	}
+}
+
+func restConfig(cfg Config) (*rest.Config, error) {
+	var rc *rest.Config
+	var err error
+	if cfg.Kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("API client config: %w", err)
+	}
+	rc.QPS, rc.Burst = cfg.APIQPS, cfg.APIBurst
+	rc.UserAgent = "multinetd/" + cfg.NodeName
+	rc.Timeout = 30 * time.Second
+	return rc, nil
+}
+
+// serveHTTP serves /metrics, /healthz and /readyz on addr.
+func serveHTTP(ctx context.Context, addr string, m *metrics, ready func() error) (*http.Server, error) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := ready(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics address: %w", err)
+	}
+	s := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := s.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.FromContext(ctx).Error(err, "metrics server")
+		}
+	}()
+	return s, nil
+}
+
+func fileDir(p string) string {
+	if p == "" {
+		return ""
+	}
+	return filepath.Dir(p)
+}
+
+func uniqueDirs(dirs ...string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		d = filepath.Clean(d)
+		if !seen[d] {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	return out
+}

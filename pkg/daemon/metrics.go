@@ -1,0 +1,90 @@
+package daemon
+
+import (
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics are multinetd's Prometheus metrics, in their own registry.
+// They implement cniserver.Observer and attach.Observer.
+type metrics struct {
+	registry   *prometheus.Registry
+	opDuration *prometheus.HistogramVec // command
+	opTotal    *prometheus.CounterVec   // command, code
+	queued     *prometheus.HistogramVec // command
+	inFlight   prometheus.Gauge
+	delegate   *prometheus.HistogramVec // command, plugin
+	delegateEr *prometheus.CounterVec   // command, plugin, code
+}
+
+// latencyBuckets span 1 ms to about 65 s, in seconds.
+var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2, 17)
+
+func newMetrics() *metrics {
+	m := &metrics{
+		registry: prometheus.NewRegistry(),
+		opDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "multinet", Name: "cni_operation_duration_seconds",
+			Help:    "Time multinetd spent on a CNI operation (handler run time, without queueing), by CNI command.",
+			Buckets: latencyBuckets,
+		}, []string{"command"}),
+		opTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "multinet", Name: "cni_operations_total",
+			Help: "CNI operations answered, by command and CNI error code (0 = success).",
+		}, []string{"command", "code"}),
+		queued: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "multinet", Name: "cni_operation_queued_seconds",
+			Help:    "Time a CNI operation waited for a concurrency slot, by command.",
+			Buckets: latencyBuckets,
+		}, []string{"command"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "multinet", Name: "cni_operations_in_flight",
+			Help: "CNI operations read and not yet answered (queued or running).",
+		}),
+		delegate: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "multinet", Name: "delegate_duration_seconds",
+			Help:    "Time of one delegate config list invocation, by command and the list's first plugin type.",
+			Buckets: latencyBuckets,
+		}, []string{"command", "plugin"}),
+		delegateEr: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "multinet", Name: "delegate_errors_total",
+			Help: "Failed delegate invocations, by command, plugin type and CNI error code.",
+		}, []string{"command", "plugin", "code"}),
+	}
+	m.registry.MustRegister(m.opDuration, m.opTotal, m.queued, m.inFlight, m.delegate, m.delegateEr,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// OnStart implements cniserver.Observer.
+func (m *metrics) OnStart(string) { m.inFlight.Inc() }
+
+// OnDone implements cniserver.Observer.
+func (m *metrics) OnDone(command string, queued, ran time.Duration, err *types.Error) {
+	m.inFlight.Dec()
+	code := "0"
+	if err != nil {
+		code = strconv.FormatUint(uint64(err.Code), 10)
+	}
+	m.opTotal.WithLabelValues(command, code).Inc()
+	m.opDuration.WithLabelValues(command).Observe(ran.Seconds())
+	m.queued.WithLabelValues(command).Observe(queued.Seconds())
+}
+
+// DelegateDone implements attach.Observer.
+func (m *metrics) DelegateDone(command, plugin string, d time.Duration, err error) {
+	m.delegate.WithLabelValues(command, plugin).Observe(d.Seconds())
+	if err != nil {
+		code := "999"
+		var te *types.Error
+		if errors.As(err, &te) {
+			code = strconv.FormatUint(uint64(te.Code), 10)
+		}
+		m.delegateEr.WithLabelValues(command, plugin, code).Inc()
+	}
+}

@@ -1,0 +1,67 @@
+package kube
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+)
+
+// Event reasons multinetd uses on pods.
+const (
+	// ReasonAddedInterface (Normal): an attachment was made; the message names
+	// the interface, the network and the IPs.
+	ReasonAddedInterface = "AddedInterface"
+	// ReasonAttachFailed (Warning): CNI ADD failed; the message names the
+	// network, the plugin and the reason (spec §7.2).
+	ReasonAttachFailed = "NetworkAttachFailed"
+	// ReasonCorruptRecord (Warning): an attachment record could not be read at
+	// DEL; the teardown fell back to what the API server knows.
+	ReasonCorruptRecord = "CorruptAttachmentRecord"
+)
+
+// Events posts Events on pods through client-go's broadcaster, which
+// aggregates, rate-limits and sends them from its own goroutine: posting never
+// waits for the API server, so Events stay off the CNI critical path.
+type Events struct {
+	broadcaster record.EventBroadcaster
+	recorder    record.EventRecorder
+}
+
+// NewEvents starts an event broadcaster that writes to client as component
+// (e.g. "multinetd") on host. Call Shutdown when done.
+func NewEvents(ctx context.Context, client kubernetes.Interface, component, host string) *Events {
+	b := record.NewBroadcaster(record.WithContext(ctx))
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	return &Events{
+		broadcaster: b,
+		recorder:    b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component, Host: host}),
+	}
+}
+
+// Normal posts a Normal event on obj (usually a *corev1.Pod).
+func (e *Events) Normal(obj runtime.Object, reason, format string, args ...any) {
+	if e == nil || obj == nil {
+		return
+	}
+	e.recorder.Eventf(obj, corev1.EventTypeNormal, reason, format, args...)
+}
+
+// Warning posts a Warning event on obj.
+func (e *Events) Warning(obj runtime.Object, reason, format string, args ...any) {
+	if e == nil || obj == nil {
+		return
+	}
+	e.recorder.Eventf(obj, corev1.EventTypeWarning, reason, format, args...)
+}
+
+// Shutdown stops the broadcaster (pending events may be dropped).
+func (e *Events) Shutdown() {
+	if e != nil {
+		e.broadcaster.Shutdown()
+	}
+}

@@ -1,0 +1,141 @@
+// Package kube is multinetd's view of the Kubernetes API: a node-local pod
+// informer, the network-status PATCH, and Events on pods. It never lists or
+// watches pods of other nodes, and it never GETs an object an informer already
+// holds (DESIGN.md: "What the anchors get wrong").
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// PodCache serves pods of one node from a field-selected informer
+// (spec.nodeName=<node>), with a short wait and a single GET as fallback for a
+// pod the informer has not delivered yet.
+type PodCache struct {
+	client   kubernetes.Interface
+	informer cache.SharedIndexInformer
+	// wait is how long Get waits for the informer before its one GET.
+	wait time.Duration
+}
+
+// PodCacheOptions configure NewPodCache.
+type PodCacheOptions struct {
+	// NodeName selects the pods (field selector spec.nodeName). Required.
+	NodeName string
+	// Resync is the informer's resync period; 0 disables resync.
+	Resync time.Duration
+	// Wait is how long Get waits for a pod missing from the cache before it
+	// falls back to one API GET. Default 500 ms.
+	Wait time.Duration
+}
+
+// NewPodCache builds (but does not start) the node-local pod informer.
+// Errors: empty NodeName.
+func NewPodCache(client kubernetes.Interface, opts PodCacheOptions) (*PodCache, error) {
+	if opts.NodeName == "" {
+		return nil, errors.New("pod cache: node name is empty")
+	}
+	if opts.Wait == 0 {
+		opts.Wait = 500 * time.Millisecond
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(client, opts.Resync,
+		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+			lo.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", opts.NodeName).String()
+		}))
+	inf := factory.Core().V1().Pods().Informer()
+	// Keep only what the daemon reads: drop managedFields to save memory.
+	if err := inf.SetTransform(func(obj any) (any, error) {
+		if p, ok := obj.(*corev1.Pod); ok {
+			p.ManagedFields = nil
+		}
+		return obj, nil
+	}); err != nil {
+		return nil, fmt.Errorf("pod cache: set transform: %w", err)
+	}
+	return &PodCache{client: client, informer: inf, wait: opts.Wait}, nil
+}
+
+// Run runs the informer until ctx is done.
+func (c *PodCache) Run(ctx context.Context) { c.informer.Run(ctx.Done()) }
+
+// HasSynced reports whether the initial list has been received.
+func (c *PodCache) HasSynced() bool { return c.informer.HasSynced() }
+
+// Informer exposes the underlying informer (for event handlers, e.g. hot-plug).
+func (c *PodCache) Informer() cache.SharedIndexInformer { return c.informer }
+
+// Cached returns the pod from the informer store only.
+func (c *PodCache) Cached(namespace, name string) (*corev1.Pod, bool) {
+	obj, ok, err := c.informer.GetStore().GetByKey(namespace + "/" + name)
+	if err != nil || !ok {
+		return nil, false
+	}
+	return obj.(*corev1.Pod), true
+}
+
+// Get returns the pod namespace/name: from the informer; else after waiting up
+// to the configured wait for the informer to deliver it; else from one API GET.
+// When uid is not empty the pod's UID must equal it (a pod re-created under the
+// same name is a different pod). Errors: NotFound from the API, a UID mismatch
+// (ErrUIDMismatch), ctx expiry.
+func (c *PodCache) Get(ctx context.Context, namespace, name, uid string) (*corev1.Pod, error) {
+	pod, ok := c.Cached(namespace, name)
+	if !ok || (uid != "" && string(pod.UID) != uid) {
+		pod, ok = c.waitCached(ctx, namespace, name, uid)
+	}
+	if !ok {
+		var err error
+		pod, err = c.client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("get pod %s/%s: %w", namespace, name, err)
+		}
+	}
+	if uid != "" && string(pod.UID) != uid {
+		return nil, fmt.Errorf("pod %s/%s has UID %s, the runtime asked for %s: %w", namespace, name, pod.UID, uid, ErrUIDMismatch)
+	}
+	return pod, nil
+}
+
+// ErrUIDMismatch: the pod found under the name is not the pod the runtime asked for.
+var ErrUIDMismatch = errors.New("pod UID mismatch")
+
+func (c *PodCache) waitCached(ctx context.Context, namespace, name, uid string) (*corev1.Pod, bool) {
+	deadline := time.NewTimer(c.wait)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, false
+		case <-deadline.C:
+			return nil, false
+		case <-tick.C:
+			if pod, ok := c.Cached(namespace, name); ok && (uid == "" || string(pod.UID) == uid) {
+				return pod, true
+			}
+		}
+	}
+}
+
+// IsStaticPod reports whether the pod is a static (mirror) pod, whose UID in
+// the API differs from the UID kubelet gives the runtime.
+func IsStaticPod(pod *corev1.Pod) bool {
+	_, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]
+	src := pod.Annotations["kubernetes.io/config.source"]
+	return mirror || (src != "" && src != "api")
+}
+
+// IsNotFound reports whether err says the object does not exist.
+func IsNotFound(err error) bool { return apierrors.IsNotFound(err) }
