@@ -1,0 +1,91 @@
+package webhook
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
+)
+
+// isKind reports whether the request is about group/kind (any version: the
+// configurations use matchPolicy Equivalent) and not a subresource.
+func isKind(req admission.Request, group, kind string) bool {
+	return req.Kind.Group == group && req.Kind.Kind == kind && req.SubResource == ""
+}
+
+func isPod(req admission.Request) bool { return isKind(req, "", "Pod") }
+
+func isNAD(req admission.Request) bool {
+	return isKind(req, nadv1.GroupName, nadv1.NetworkAttachmentDefinitionKind)
+}
+
+// decodeObject decodes raw (the request's object or oldObject, JSON) into
+// out. what names the object for the error ("object", "oldObject").
+func decodeObject(raw []byte, out any, what string) error {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || bytes.Equal(t, []byte("null")) {
+		return fmt.Errorf("admission request has no %s", what)
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return fmt.Errorf("decoding admission request %s: %w", what, err)
+	}
+	return nil
+}
+
+// decodePods decodes the request's pod and, on UPDATE, its old pod (else nil).
+func decodePods(req admission.Request) (pod, old *corev1.Pod, err error) {
+	pod = new(corev1.Pod)
+	if err := decodeObject(req.Object.Raw, pod, "object"); err != nil {
+		return nil, nil, err
+	}
+	if req.Operation == admissionv1.Update {
+		old = new(corev1.Pod)
+		if err := decodeObject(req.OldObject.Raw, old, "oldObject"); err != nil {
+			return nil, nil, err
+		}
+	}
+	return pod, old, nil
+}
+
+// podNamespace is the pod's namespace: metadata.namespace, which is often
+// empty on CREATE, else the request's.
+func podNamespace(pod *corev1.Pod, req admission.Request) string {
+	if pod.Namespace != "" {
+		return pod.Namespace
+	}
+	return req.Namespace
+}
+
+// badRequest is the response to a request the handler cannot read.
+func badRequest(err error) admission.Response {
+	return admission.Errored(http.StatusBadRequest, err)
+}
+
+// annotationField is the field path of annotation key, for messages.
+func annotationField(key string) string {
+	return "metadata.annotations[" + strconv.Quote(key) + "]"
+}
+
+// denial is an error that denies the request (HTTP 403) rather than failing
+// the handler.
+type denial struct{ msg string }
+
+func (d *denial) Error() string { return d.msg }
+
+func denyf(format string, args ...any) error { return &denial{msg: fmt.Sprintf(format, args...)} }
+
+// respond turns an error into a denial (403) or an internal error (500).
+func respond(err error) admission.Response {
+	var d *denial
+	if errors.As(err, &d) {
+		return admission.Denied(err.Error())
+	}
+	return admission.Errored(http.StatusInternalServerError, err)
+}

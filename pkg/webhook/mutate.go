@@ -1,0 +1,212 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+// MutatePods is the "NetworkResource" admission handler (spec 001, slide 5)
+// for Pod CREATE; every other request is allowed unchanged.
+//
+// It parses the pod's selection annotations (namespace defaulting to the
+// pod's, or the request's when metadata.namespace is empty), looks each NAD
+// up and counts, per resource name (Options.ResourceNameAnnotations), the
+// attachments to NADs with that resource: N. The target container (see
+// Options.ContainerName/ContainerIndex) then gets "<resource>: V" in both
+// requests and limits, V as Options.Existing says; requests and limits are
+// always written equal, as Kubernetes requires of extended resources.
+//
+// Responses: allowed with a JSON patch (only the changed resources, computed
+// from the raw object so that unknown fields survive); allowed unchanged
+// when nothing is needed; denied (403) for a malformed annotation, a
+// missing NAD ("namespace/name" named) or a NAD with a malformed resource
+// name; 400 for an unreadable object; 503 before the NAD cache synced.
+func (w *Webhooks) MutatePods(ctx context.Context, req admission.Request) admission.Response {
+	if !isPod(req) || req.Operation != admissionv1.Create {
+		return admission.Allowed("not a pod CREATE")
+	}
+	pod, _, err := decodePods(req)
+	if err != nil {
+		return badRequest(err)
+	}
+	networks, defNet := selectionAnnotations(pod)
+	if networks == "" && defNet == "" {
+		return admission.Allowed("no network selection")
+	}
+	if w.o.Synced != nil && !w.o.Synced() {
+		return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("NetworkAttachmentDefinition cache not synced yet"))
+	}
+	ns := podNamespace(pod, req)
+	sel, err := parseSelection(pod, ns)
+	if err != nil {
+		return respond(err)
+	}
+	d, err := w.demand(sel)
+	if err != nil {
+		return respond(err)
+	}
+	if err := d.missingError(); err != nil {
+		return respond(err)
+	}
+	if len(d.order) == 0 {
+		return admission.Allowed("no selected network has a resource name")
+	}
+	if len(pod.Spec.Containers) == 0 {
+		return admission.Allowed("pod has no containers") // the API server rejects it
+	}
+	target := w.targetContainer(pod)
+	set := planResources(pod, target, d, w.o.Existing)
+	if len(set) == 0 {
+		return admission.Allowed("containers already request the network resources")
+	}
+	patched, err := setContainerResources(req.Object.Raw, target, set)
+	if err != nil {
+		return badRequest(err)
+	}
+	resp := admission.PatchResponseFromRaw(req.Object.Raw, patched)
+	if !resp.Allowed {
+		return resp
+	}
+	resp.Result = &metav1.Status{Code: http.StatusOK}
+	resp.Result.Message = fmt.Sprintf("container %q: %s", pod.Spec.Containers[target].Name, describe(set))
+	return resp
+}
+
+// targetContainer is the index in spec.containers that gets the resources.
+func (w *Webhooks) targetContainer(pod *corev1.Pod) int {
+	if w.o.ContainerName != "" {
+		for i, c := range pod.Spec.Containers {
+			if c.Name == w.o.ContainerName {
+				return i
+			}
+		}
+	}
+	if w.o.ContainerIndex < len(pod.Spec.Containers) {
+		return w.o.ContainerIndex
+	}
+	return 0
+}
+
+// resourceSetting is one resource value to write into the target container.
+type resourceSetting struct {
+	name  string
+	value int64
+}
+
+// containerValue is what container c asks for of resource: the larger of
+// its request and limit (extended resources need both equal; a limit alone
+// implies the request), rounded up to a whole number.
+func containerValue(c *corev1.Container, name corev1.ResourceName) int64 {
+	var v int64
+	if q, ok := c.Resources.Requests[name]; ok {
+		v = q.Value()
+	}
+	if q, ok := c.Resources.Limits[name]; ok {
+		v = max(v, q.Value())
+	}
+	return v
+}
+
+// planResources returns the resources whose value in container target must
+// change, in the order of d, with their new values (see ExistingPolicy).
+// Init containers neither count nor change.
+func planResources(pod *corev1.Pod, target int, d demand, policy ExistingPolicy) []resourceSetting {
+	var out []resourceSetting
+	tc := &pod.Spec.Containers[target]
+	for _, rn := range d.order {
+		n := d.counts[rn]
+		name := corev1.ResourceName(rn)
+		cur := containerValue(tc, name)
+		var want int64
+		switch policy {
+		case AddToExisting:
+			want = cur + n
+		default: // KeepExisting
+			var total int64
+			for i := range pod.Spec.Containers {
+				total += containerValue(&pod.Spec.Containers[i], name)
+			}
+			if total >= n {
+				want = cur
+			} else {
+				want = cur + (n - total)
+			}
+		}
+		if want == cur {
+			// Nothing to add; a limit without a request is fine (the API
+			// server defaults the request to it).
+			continue
+		}
+		out = append(out, resourceSetting{name: rn, value: want})
+	}
+	return out
+}
+
+// describe says what was set, e.g. `requests and limits example.com/a=2, example.com/b=1`.
+func describe(set []resourceSetting) string {
+	parts := make([]string, len(set))
+	for i, s := range set {
+		parts[i] = fmt.Sprintf("%s=%d", s.name, s.value)
+	}
+	return "requests and limits " + strings.Join(parts, ", ")
+}
+
+// setContainerResources returns raw (a pod as JSON) with
+// spec.containers[target].resources.requests and .limits of each setting
+// set to its value. raw is edited as a generic JSON tree with numbers kept
+// verbatim, so that a patch computed from raw to the result holds only
+// these changes.
+func setContainerResources(raw []byte, target int, set []resourceSetting) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var tree map[string]any
+	if err := dec.Decode(&tree); err != nil {
+		return nil, fmt.Errorf("decoding pod: %w", err)
+	}
+	spec, ok := tree["spec"].(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("pod has no spec object")
+	}
+	containers, ok := spec["containers"].([]any)
+	if !ok || target >= len(containers) {
+		return nil, fmt.Errorf("pod has no spec.containers[%d]", target)
+	}
+	c, ok := containers[target].(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("spec.containers[%d] is not an object", target)
+	}
+	res := childObject(c, "resources")
+	requests := childObject(res, "requests")
+	limits := childObject(res, "limits")
+	for _, s := range set {
+		q := resource.NewQuantity(s.value, resource.DecimalSI).String()
+		requests[s.name] = q
+		limits[s.name] = q
+	}
+	out, err := json.Marshal(tree)
+	if err != nil {
+		return nil, fmt.Errorf("encoding pod: %w", err)
+	}
+	return out, nil
+}
+
+// childObject returns m[key] as an object, replacing a missing or null value
+// (or one of another type) with a new empty object.
+func childObject(m map[string]any, key string) map[string]any {
+	if o, ok := m[key].(map[string]any); ok {
+		return o
+	}
+	o := map[string]any{}
+	m[key] = o
+	return o
+}

@@ -1,0 +1,122 @@
+package webhook
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
+	"github.com/multinet/multinet/pkg/selection"
+)
+
+// HTTP paths the handlers are served on (the webhook configurations point
+// here; see pkg/webhook/registration).
+const (
+	MutatePodsPath   = "/mutate-pods"
+	ValidatePodsPath = "/validate-pods"
+	ValidateNADsPath = "/validate-nads"
+)
+
+// ExistingPolicy says how MutatePods treats a resource the pod's containers
+// already request.
+type ExistingPolicy string
+
+const (
+	// KeepExisting (the default): when the pod's app containers together
+	// already request at least N of the resource, nothing changes; otherwise
+	// the target container gets what is missing, so the pod totals N. With the
+	// target container alone holding a value v, that is max(v, N).
+	KeepExisting ExistingPolicy = "keep"
+	// AddToExisting: the target container's value becomes its existing value
+	// plus N (for containers that ask for devices for their own use besides
+	// the network attachments).
+	AddToExisting ExistingPolicy = "add"
+)
+
+// DefaultResourceNameAnnotations are the NAD annotation keys read for the
+// resource name, first present wins: the NPWG key, then the spelling of the
+// original proposal (spec 001).
+var DefaultResourceNameAnnotations = []string{nadv1.ResourceNameAnnotation, nadv1.LegacyResourceNameAnnotation}
+
+// NADGetter returns a NetworkAttachmentDefinition from a cache, with a
+// NotFound API error (apierrors.IsNotFound) when it does not exist.
+// apiclient.NetworkAttachmentDefinitionLister implements it. The returned
+// object is the cache's: it is never modified.
+type NADGetter interface {
+	Get(namespace, name string) (*nadv1.NetworkAttachmentDefinition, error)
+}
+
+// Options configure the handlers.
+type Options struct {
+	// NADs is the NetworkAttachmentDefinition cache. Required.
+	NADs NADGetter
+	// Synced reports whether NADs holds a full list yet (an informer's
+	// HasSynced). Before that MutatePods answers 503 instead of denying pods
+	// for NADs it has not seen. Nil means always synced.
+	Synced func() bool
+	// ResourceNameAnnotations are the NAD annotation keys holding the
+	// resource name, first present wins. Empty means
+	// DefaultResourceNameAnnotations.
+	ResourceNameAnnotations []string
+	// ContainerName names the container that gets the resources. Empty, or
+	// absent from the pod, means the container at ContainerIndex.
+	ContainerName string
+	// ContainerIndex is the index in spec.containers of the container that
+	// gets the resources when ContainerName does not pick one; out of range
+	// means 0. Init containers are never changed.
+	ContainerIndex int
+	// Existing is how existing requests are treated; empty means KeepExisting.
+	Existing ExistingPolicy
+	// Isolation is the namespace isolation policy (spec §7.4) ValidatePods
+	// enforces. The zero value allows every namespace.
+	Isolation selection.IsolationPolicy
+	// Metrics counts decisions; nil counts nothing.
+	Metrics *Metrics
+}
+
+// Webhooks holds the three admission handlers. Safe for concurrent use.
+type Webhooks struct {
+	o Options
+}
+
+// New checks o, fills in defaults and returns the handlers. Errors name the
+// bad option.
+func New(o Options) (*Webhooks, error) {
+	if o.NADs == nil {
+		return nil, errors.New("webhook options: NADs is required")
+	}
+	if len(o.ResourceNameAnnotations) == 0 {
+		o.ResourceNameAnnotations = DefaultResourceNameAnnotations
+	}
+	for _, k := range o.ResourceNameAnnotations {
+		if strings.TrimSpace(k) == "" {
+			return nil, errors.New("webhook options: ResourceNameAnnotations: empty key")
+		}
+	}
+	switch o.Existing {
+	case "":
+		o.Existing = KeepExisting
+	case KeepExisting, AddToExisting:
+	default:
+		return nil, fmt.Errorf("webhook options: Existing %q: must be %q or %q", o.Existing, KeepExisting, AddToExisting)
+	}
+	if o.ContainerIndex < 0 {
+		return nil, fmt.Errorf("webhook options: ContainerIndex %d: must not be negative", o.ContainerIndex)
+	}
+	return &Webhooks{o: o}, nil
+}
+
+// Handlers returns the HTTP handler of each path (MutatePodsPath,
+// ValidatePodsPath, ValidateNADsPath): controller-runtime admission.Webhooks
+// that decode AdmissionReview v1 (and v1beta1) bodies, recover panics into a
+// 500 response and count decisions in Metrics.
+func (w *Webhooks) Handlers() map[string]http.Handler {
+	return map[string]http.Handler{
+		MutatePodsPath:   &admission.Webhook{Handler: w.instrument("mutate-pods", w.MutatePods)},
+		ValidatePodsPath: &admission.Webhook{Handler: w.instrument("validate-pods", w.ValidatePods)},
+		ValidateNADsPath: &admission.Webhook{Handler: w.instrument("validate-nads", w.ValidateNADs)},
+	}
+}
