@@ -45,7 +45,7 @@ fi
 
 log "running go test -tags e2e ./test/e2e/..."
 # shellcheck disable=SC2086
-go test -tags e2e -count=1 -timeout 20m -v ${E2E_FLAGS:-} ./test/e2e/...
+go test -tags e2e -count=1 -timeout 40m -v ${E2E_FLAGS:-} ./test/e2e/...
 rc=$?
 ((rc == 0)) || diagnose
 

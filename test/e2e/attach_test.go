@@ -1,0 +1,430 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/multinet/multinet/pkg/state"
+)
+
+// TestExtraNetworkCounts: pods with 0, 1, 3 and 8 extra networks come up
+// with exactly those interfaces and a network-status that matches them
+// (multi-net spec §4, §5); deleting them releases every address, veth and
+// record.
+func TestExtraNetworkCounts(t *testing.T) {
+	ns := newNamespace(t)
+	nets := []*testNet{
+		bridgeNet(t, ns, "net-a", "1.0.0", nil),
+		bridgeNet(t, ns, "net-b", "1.0.0", nil),
+	}
+	for _, n := range []int{0, 1, 3, 8} {
+		t.Run(fmt.Sprintf("%d", n), func(t *testing.T) {
+			var sel []string
+			want := []string{"eth0"}
+			for i := 0; i < n; i++ {
+				sel = append(sel, nets[i%2].Name)
+				want = append(want, fmt.Sprintf("net%d", i+1))
+			}
+			name := fmt.Sprintf("extra-%d", n)
+			p := runPod(t, podSpec(ns, name, strings.Join(sel, ",")))
+			list := checkStatusMatchesPod(t, p, want)
+			for i := 1; i < len(list); i++ {
+				if wantName := ns + "/" + nets[(i-1)%2].Name; list[i].Name != wantName {
+					t.Errorf("network-status[%d].name = %q, want %q", i, list[i].Name, wantName)
+				}
+			}
+			deletePod(t, ns, name)
+		})
+	}
+	assertReleased(t, nets...)
+	assertNoRecords(t, ns)
+}
+
+// TestSelectionForms: JSON form with ips/mac/interface, a cross-namespace
+// reference in comma form, the same network twice (§4.2.2) and generated
+// names skipping a name taken explicitly (§4.1.2.1.5).
+func TestSelectionForms(t *testing.T) {
+	ns := newNamespace(t)
+	other := newNamespace(t)
+	a := bridgeNet(t, ns, "net-a", "1.0.0", nil)
+	static := bridgeNetStatic(t, ns, "net-static")
+	x := bridgeNet(t, other, "net-x", "1.0.0", nil)
+
+	t.Run("json", func(t *testing.T) {
+		sel := fmt.Sprintf(`[{"name":"net-static","ips":["10.211.%d.7/24"],"mac":"02:aa:bb:cc:dd:01","interface":"data0"},{"name":"net-x","namespace":"%s"},{"name":"net-a"}]`, static.n, other)
+		p := runPod(t, podSpec(ns, "json", sel))
+		list := checkStatusMatchesPod(t, p, []string{"eth0", "data0", "net1", "net2"})
+		if got := list[1]; got.Mac != "02:aa:bb:cc:dd:01" || strings.Join(got.IPs, ",") != fmt.Sprintf("10.211.%d.7", static.n) {
+			t.Errorf("data0: mac %s ips %v, want the requested 02:aa:bb:cc:dd:01 and 10.211.%d.7", got.Mac, got.IPs, static.n)
+		}
+		if list[2].Name != other+"/net-x" {
+			t.Errorf("cross-namespace attachment named %q, want %s/net-x", list[2].Name, other)
+		}
+		deletePod(t, ns, "json")
+	})
+	t.Run("comma-same-network-twice-skip-taken", func(t *testing.T) {
+		// net1 is taken explicitly by the second element: the generated
+		// names are net2 and net3.
+		sel := fmt.Sprintf("net-a, net-a@net1 ,%s/net-x", other)
+		p := runPod(t, podSpec(ns, "comma", sel))
+		list := checkStatusMatchesPod(t, p, []string{"eth0", "net2", "net1", "net3"})
+		if list[1].Name != list[2].Name || list[1].IPs[0] == list[2].IPs[0] {
+			t.Errorf("the same network twice must be two attachments with two addresses: %+v %+v", list[1], list[2])
+		}
+		deletePod(t, ns, "comma")
+	})
+	assertReleased(t, a, static.testNet, x)
+	assertNoRecords(t, ns)
+}
+
+// staticNet is a bridge network whose addresses come from the static IPAM
+// plugin through the "ips" capability, and MACs through "mac" (tuning).
+type staticNet struct {
+	*testNet
+	n int
+}
+
+func bridgeNetStatic(t *testing.T, ns, name string) *staticNet {
+	t.Helper()
+	n := nextSubnet()
+	bridge := "mns" + randHex(4)
+	conf := map[string]any{"cniVersion": "1.0.0", "name": name, "plugins": []map[string]any{
+		{"type": "bridge", "bridge": bridge, "ipam": map[string]any{"type": "static"}, "capabilities": map[string]bool{"ips": true}},
+		{"type": "tuning", "capabilities": map[string]bool{"mac": true}},
+	}}
+	createNAD(t, ns, name, conf, nil)
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", bridge).Run() })
+	return &staticNet{testNet: &testNet{Namespace: ns, Name: name, Bridge: bridge, Subnet: fmt.Sprintf("10.211.%d.0/24", n)}, n: n}
+}
+
+// TestCapabilityMissing: "ips" and "mac" requested on a network whose
+// plugins lack the capability fail the pod's ADD (§4.1.2.1.3.2, .4.2), the
+// Event names the capability, and nothing is left attached.
+func TestCapabilityMissing(t *testing.T) {
+	ns := newNamespace(t)
+	a := bridgeNet(t, ns, "plain", "1.0.0", nil)
+	for _, c := range []struct{ key, sel string }{
+		{"ips", `[{"name":"plain","ips":["10.212.0.5/24"]}]`},
+		{"mac", `[{"name":"plain","mac":"02:00:00:00:00:09"}]`},
+	} {
+		name := "nocap-" + c.key
+		ctx := testContext(t, 30*time.Second)
+		if _, err := testCluster.kube.CoreV1().Pods(ns).Create(ctx, podSpec(ns, name, c.sel), metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create pod: %v", err)
+		}
+		msg := waitEvent(t, ns, name, "NetworkAttachFailed", c.key, "plain")
+		t.Logf("event: %s", msg)
+		p, err := testCluster.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Status.Phase == corev1.PodRunning {
+			t.Errorf("pod %s runs although its network request cannot be honoured", name)
+		}
+		deletePod(t, ns, name)
+	}
+	assertReleased(t, a)
+	assertNoRecords(t, ns)
+}
+
+// TestDelegateFailureRollsBack: the third attachment's IPAM range is
+// exhausted, so ADD fails; the default network and the first two
+// attachments made before it are torn down (no address, no veth left) and
+// the Event says which network failed and why (§7.2).
+func TestDelegateFailureRollsBack(t *testing.T) {
+	ns := newNamespace(t)
+	a := bridgeNet(t, ns, "ok-a", "1.0.0", nil)
+	b := bridgeNet(t, ns, "ok-b", "0.4.0", nil)
+	n := nextSubnet()
+	full := &testNet{Namespace: ns, Name: "full", Bridge: "mnf" + randHex(4), DataDir: b.DataDir + "-full"}
+	createNAD(t, ns, "full", map[string]any{"cniVersion": "1.0.0", "name": "full", "plugins": []map[string]any{{
+		"type": "bridge", "bridge": full.Bridge,
+		"ipam": map[string]any{"type": "host-local", "dataDir": full.DataDir, "ranges": [][]map[string]string{{{
+			"subnet": fmt.Sprintf("10.210.%d.0/24", n), "rangeStart": fmt.Sprintf("10.210.%d.10", n), "rangeEnd": fmt.Sprintf("10.210.%d.10", n)}}}},
+	}}}, nil)
+	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", full.Bridge).Run() })
+
+	// The one address of "full" goes to a first pod.
+	runPod(t, podSpec(ns, "holder", "full"))
+
+	ctx := testContext(t, 30*time.Second)
+	if _, err := testCluster.kube.CoreV1().Pods(ns).Create(ctx, podSpec(ns, "victim", "ok-a,ok-b,full"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	msg := waitEvent(t, ns, "victim", "NetworkAttachFailed", ns+"/full", "bridge")
+	t.Logf("event: %s", msg)
+	if !strings.Contains(msg, "no IP addresses available") && !strings.Contains(msg, "range") {
+		t.Errorf("event does not say why: %s", msg)
+	}
+	// kubelet retries the sandbox; between retries nothing of the victim
+	// may stay attached.
+	time.Sleep(2 * time.Second)
+	for _, tn := range []*testNet{a, b} {
+		for ip, owner := range tn.allocations(t) {
+			t.Logf("%s holds %s for %s (a retry in flight?)", tn.Name, ip, owner)
+		}
+	}
+	deletePod(t, ns, "victim")
+	assertReleased(t, a, b)
+	deletePod(t, ns, "holder")
+	assertReleased(t, full)
+	assertNoRecords(t, ns)
+}
+
+// TestDelWithoutNAD: deleting the NAD after the pod started does not stop
+// its DEL (records, not the API, drive DEL).
+func TestDelWithoutNAD(t *testing.T) {
+	ns := newNamespace(t)
+	a := bridgeNet(t, ns, "gone", "1.0.0", nil)
+	runPod(t, podSpec(ns, "p", "gone,gone"))
+	if len(a.allocations(t)) != 2 {
+		t.Fatalf("want 2 addresses held, got %v", a.allocations(t))
+	}
+	ctx := testContext(t, 30*time.Second)
+	if err := testCluster.multi.NetworkAttachmentDefinitions(ns).Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deletePod(t, ns, "p")
+	assertReleased(t, a)
+	assertNoRecords(t, ns)
+}
+
+// TestDefaultRouteMoved: default-route on a secondary attachment gives it
+// the pod's default route and takes it from eth0 (§4.1.2.1.9), and
+// network-status reports it on that attachment only (§5.3.7.4).
+func TestDefaultRouteMoved(t *testing.T) {
+	ns := newNamespace(t)
+	a := bridgeNet(t, ns, "gw", "1.0.0", nil)
+	gw := strings.TrimSuffix(a.Subnet, "0/24") + "1"
+	p := runPod(t, podSpec(ns, "p", fmt.Sprintf(`[{"name":"gw","interface":"gw0","default-route":["%s"]}]`, gw)))
+	routes := podRoutes(t, ns, "p")
+	var defaults []string
+	for _, l := range strings.Split(routes, "\n") {
+		if strings.HasPrefix(l, "default ") {
+			defaults = append(defaults, strings.TrimSpace(l))
+		}
+	}
+	if len(defaults) != 1 || !strings.Contains(defaults[0], "via "+gw) || !strings.Contains(defaults[0], "dev gw0") {
+		t.Errorf("default routes = %q, want exactly one via %s dev gw0\n%s", defaults, gw, routes)
+	}
+	list := networkStatus(t, p)
+	if len(list[0].DefaultRoute) != 0 {
+		t.Errorf("eth0 entry still reports default-route %v", list[0].DefaultRoute)
+	}
+	if strings.Join(list[1].DefaultRoute, ",") != gw {
+		t.Errorf("gw0 entry default-route = %v, want [%s]", list[1].DefaultRoute, gw)
+	}
+	deletePod(t, ns, "p")
+	assertReleased(t, a)
+}
+
+// TestDelegateCNIVersions: delegate configs in cniVersion 0.3.1, 0.4.0,
+// 1.0.0 and 1.1.0 all attach, report network-status and release on DEL.
+func TestDelegateCNIVersions(t *testing.T) {
+	ns := newNamespace(t)
+	var nets []*testNet
+	var sel []string
+	for _, v := range []string{"0.3.1", "0.4.0", "1.0.0", "1.1.0"} {
+		name := "v" + strings.ReplaceAll(v, ".", "")
+		nets = append(nets, bridgeNet(t, ns, name, v, nil))
+		sel = append(sel, name)
+	}
+	p := runPod(t, podSpec(ns, "versions", strings.Join(sel, ",")))
+	checkStatusMatchesPod(t, p, []string{"eth0", "net1", "net2", "net3", "net4"})
+	deletePod(t, ns, "versions")
+	assertReleased(t, nets...)
+	assertNoRecords(t, ns)
+}
+
+// TestDaemonRestart: multinetd restarted while pods exist: new pods attach,
+// and the pods from before the restart delete cleanly from their records.
+func TestDaemonRestart(t *testing.T) {
+	ns := newNamespace(t)
+	a := bridgeNet(t, ns, "r", "1.0.0", nil)
+	runPod(t, podSpec(ns, "before", "r,r"))
+	restartDaemon(t)
+	p := runPod(t, podSpec(ns, "after", "r"))
+	checkStatusMatchesPod(t, p, []string{"eth0", "net1"})
+	deletePod(t, ns, "before")
+	deletePod(t, ns, "after")
+	assertReleased(t, a)
+	assertNoRecords(t, ns)
+}
+
+// restartDaemon restarts multinetd through the cluster hook.
+func restartDaemon(t *testing.T) {
+	t.Helper()
+	ctx := testContext(t, 90*time.Second)
+	cmd := exec.CommandContext(ctx, "../../hack/cluster-cni-multinet.sh", "restart")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("restart multinetd: %v\n%s", err, out)
+	}
+}
+
+// TestConcurrentPods: a burst of pods with two extra networks each all come
+// up (per-container serialization, §7.3, and the daemon's concurrency bound
+// must not deadlock or fail them) and all tear down.
+func TestConcurrentPods(t *testing.T) {
+	ns := newNamespace(t)
+	a := bridgeNet(t, ns, "burst-a", "1.0.0", nil)
+	b := bridgeNet(t, ns, "burst-b", "1.0.0", nil)
+	const n = 8
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if _, err := testCluster.kube.CoreV1().Pods(ns).Create(ctx, podSpec(ns, fmt.Sprintf("burst-%d", i), "burst-a,burst-b"), metav1.CreateOptions{}); err != nil {
+				t.Errorf("create pod %d: %v", i, err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	ctx := testContext(t, 150*time.Second)
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 140*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := testCluster.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		running := 0
+		for _, p := range list.Items {
+			if p.Status.Phase == corev1.PodRunning && p.Annotations["k8s.v1.cni.cncf.io/network-status"] != "" {
+				running++
+			}
+		}
+		return running == n, nil
+	})
+	if err != nil {
+		t.Fatalf("not all %d pods ran: %v", n, err)
+	}
+	if got := len(a.allocations(t)) + len(b.allocations(t)); got != 2*n {
+		t.Errorf("addresses held = %d, want %d", got, 2*n)
+	}
+	for i := 0; i < n; i++ {
+		deletePod(t, ns, fmt.Sprintf("burst-%d", i))
+	}
+	assertReleased(t, a, b)
+	assertNoRecords(t, ns)
+}
+
+// TestDelWithAPIServerStopped: CNI DEL driven as the runtime drives it (the
+// shim exec'd with the CNI environment) succeeds and releases every address
+// while the API server does not answer (SIGSTOP): DEL needs only the
+// attachment record.
+func TestDelWithAPIServerStopped(t *testing.T) {
+	ns := newNamespace(t)
+	a := bridgeNet(t, ns, "noapi", "1.0.0", nil)
+	runPod(t, podSpec(ns, "p", "noapi,noapi"))
+	recs := podRecords(t, ns, "p")
+	if len(recs) != 1 {
+		t.Fatalf("want one record of the pod, got %v", recs)
+	}
+	rec := readRecord(t, recs[0])
+
+	pid := componentPID(t, "kube-apiserver")
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP kube-apiserver: %v", err)
+	}
+	stopped := true
+	resume := func() {
+		if stopped {
+			stopped = false
+			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+				t.Errorf("SIGCONT kube-apiserver: %v", err)
+			}
+		}
+	}
+	t.Cleanup(resume)
+
+	out, err := runShim(t, "DEL", rec.ContainerID, rec.Netns, rec.CNIArgs)
+	resume()
+	if err != nil {
+		t.Fatalf("shim DEL with the API server stopped: %v\n%s", err, out)
+	}
+	if got := a.allocations(t); len(got) != 0 {
+		t.Errorf("addresses still held after DEL: %v", got)
+	}
+	if r := podRecords(t, ns, "p"); len(r) != 0 {
+		t.Errorf("record still there after DEL: %v", r)
+	}
+	// The runtime's own DEL later finds no record and must still succeed.
+	deletePod(t, ns, "p")
+	assertReleased(t, a)
+}
+
+// readRecord reads one of multinetd's attachment records by file name.
+func readRecord(t *testing.T, file string) *state.Record {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testCluster.mustEnv(t, "MULTINET_CLUSTER_DIR"), "multinet", "state", "records", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r state.Record
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	return &r
+}
+
+// componentPID reads the PID of a cluster component from its PID file.
+func componentPID(t *testing.T, name string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testCluster.mustEnv(t, "PID_DIR"), name+".pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("%s.pid: %v", name, err)
+	}
+	return pid
+}
+
+// runShim execs the installed multinet-shim as the container runtime does:
+// CNI_* environment, and on stdin multinet's conflist turned into the single
+// plugin config libcni gives each plugin (name and cniVersion injected).
+func runShim(t *testing.T, command, containerID, netns, args string) (string, error) {
+	t.Helper()
+	binDir := testCluster.mustEnv(t, "CNI_BIN_DIR")
+	raw, err := os.ReadFile(filepath.Join(testCluster.mustEnv(t, "CNI_CONF_DIR"), "00-multinet.conflist"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		CNIVersion string           `json:"cniVersion"`
+		Name       string           `json:"name"`
+		Plugins    []map[string]any `json:"plugins"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		t.Fatal(err)
+	}
+	conf := list.Plugins[0]
+	conf["cniVersion"], conf["name"] = list.CNIVersion, list.Name
+	stdin, _ := json.Marshal(conf)
+	ctx := testContext(t, 60*time.Second)
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "multinet-shim"))
+	cmd.Env = []string{"CNI_COMMAND=" + command, "CNI_CONTAINERID=" + containerID, "CNI_NETNS=" + netns,
+		"CNI_IFNAME=eth0", "CNI_PATH=" + binDir, "CNI_ARGS=" + args, "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	cmd.Stdin = bytes.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
