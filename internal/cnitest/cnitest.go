@@ -1,7 +1,8 @@
 // Package cnitest helps tests that run CNI plugins for real: network
 // namespaces they own, dummy links in them, and a directory of plugin
-// binaries (the reference host-local and static IPAM plugins at the version
-// go.mod requires, plus packages of this module), built once per test process.
+// binaries (the reference host-local, static, bridge and tuning plugins at the
+// version go.mod requires, plus packages of this module), built once per test
+// process.
 // The tests that use it need root (CAP_NET_ADMIN, CAP_SYS_ADMIN).
 package cnitest
 
@@ -26,7 +27,7 @@ import (
 
 // ReferencePlugins are the plugins of github.com/containernetworking/plugins
 // that BinDir builds.
-var ReferencePlugins = []string{"plugins/ipam/host-local", "plugins/ipam/static"}
+var ReferencePlugins = []string{"plugins/ipam/host-local", "plugins/ipam/static", "plugins/main/bridge", "plugins/meta/tuning"}
 
 var bins struct {
 	once sync.Once
@@ -169,6 +170,33 @@ func WriteFile(t testing.TB, dir, name string, data []byte) string {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// DeleteLinkAtCleanup deletes the link name of the test's own network
+// namespace (e.g. a bridge a CNI plugin created on the host) when t ends; a
+// link that is gone by then is no error.
+func DeleteLinkAtCleanup(t testing.TB, name string) {
+	t.Helper()
+	t.Cleanup(func() {
+		l, err := netlink.LinkByName(name)
+		if err != nil {
+			return
+		}
+		if err := netlink.LinkDel(l); err != nil {
+			t.Errorf("delete link %s: %v", name, err)
+		}
+	})
+}
+
+// ScriptPlugin writes an executable /bin/sh CNI plugin name with body into
+// dir and returns its path.
+func ScriptPlugin(t testing.TB, dir, name, body string) string {
+	t.Helper()
+	p := WriteFile(t, dir, name, []byte("#!/bin/sh\n"+body))
+	if err := os.Chmod(p, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return p

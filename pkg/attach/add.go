@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -59,7 +60,7 @@ func (e *Engine) Add(ctx context.Context, req *api.Request) ([]byte, error) {
 	// after a crash or timeout) is torn down first: ADD starts from nothing.
 	if old, err := e.opts.Store.Load(req.ContainerID); err == nil && len(old.Attachments) > 0 {
 		log.Info("tearing down the attachments of an earlier ADD", "attachments", len(old.Attachments))
-		if err := e.teardown(ctx, req.Netns, old, len(old.Attachments)); err != nil {
+		if err := e.teardown(ctx, req.Path, req.Netns, old, len(old.Attachments)); err != nil {
 			return nil, types.NewError(types.ErrTryAgainLater, fmt.Sprintf("tear down the earlier ADD of container %s: %v", req.ContainerID, err), "")
 		}
 	}
@@ -71,6 +72,16 @@ func (e *Engine) Add(ctx context.Context, req *api.Request) ([]byte, error) {
 		} else if pod := e.cachedPod(ctx, args); pod != nil {
 			e.warningEvent(pod, kube.ReasonAttachFailed, "%v", cniMsg(err))
 		}
+		log.Error(err, "ADD failed before any delegate ran")
+		return nil, err
+	}
+	if err := e.findPlugins(req.Path, p); err != nil {
+		for _, f := range p.deviceInfoFiles {
+			if f != "" {
+				_ = devinfo.RemoveFile(f)
+			}
+		}
+		e.warn(p, err)
 		log.Error(err, "ADD failed before any delegate ran")
 		return nil, err
 	}
@@ -171,6 +182,29 @@ func (e *Engine) runAdd(ctx context.Context, cni *libcni.CNIConfig, a *netconf.A
 	return res, nil
 }
 
+// findPlugins checks that every plugin of the plan is in the delegates'
+// CNI_PATH, so that a missing binary fails the ADD before any delegate runs:
+// found half-way, it would leave a config list whose DEL cannot run either
+// (libcni stops a list's DEL at the missing plugin), and the pod could never
+// be torn down.
+func (e *Engine) findPlugins(reqPath string, p *plan) error {
+	dirs := e.cniFor(reqPath).Path
+	for _, a := range p.attachments {
+		for _, pl := range a.ConfList.Plugins {
+			var err error
+			if e.opts.Exec != nil {
+				_, err = e.opts.Exec.FindInPath(pl.Network.Type, dirs)
+			} else {
+				_, err = invoke.FindInPath(pl.Network.Type, dirs)
+			}
+			if err != nil {
+				return planError(types.ErrInvalidNetworkConfig, "network %s (interface %s, plugin %s): %v", a.NetworkKey, a.IfName, pl.Network.Type, err)
+			}
+		}
+	}
+	return nil
+}
+
 // failAdd tears down attachments [0, made] (the failed one included: a
 // delegate may have half-made it), posts the Warning Event and returns the
 // CNI error for the runtime (spec §7.2). What could not be torn down stays in
@@ -181,7 +215,7 @@ func (e *Engine) failAdd(ctx context.Context, req *api.Request, rec *state.Recor
 		n = len(rec.Attachments)
 	}
 	rec.Attachments = rec.Attachments[:n]
-	terr := e.teardown(context.WithoutCancel(ctx), req.Netns, rec, n)
+	terr := e.teardown(context.WithoutCancel(ctx), req.Path, req.Netns, rec, n)
 	if terr == nil {
 		// Keep an empty record: the runtime's DEL that follows a failed ADD
 		// then has nothing to do and needs no API call.
@@ -235,6 +269,19 @@ func (e *Engine) networkStatus(p *plan, results []types.Result) ([]status.Networ
 		}
 		if i > 0 {
 			opts.GatewayRequest = a.Element.GatewayRequest
+			if i == p.gateway && len(opts.GatewayRequest) == 0 {
+				// "default-route": [] routes through the result's gateways
+				// (setDefaultRoute): report those (§5.3.7.4).
+				gws, err := gatewayIPs(nil, results[i], a.IfName)
+				if err != nil {
+					return nil, fmt.Errorf("network %s: default-route: %w", a.NetworkKey, err)
+				}
+				used := make([]string, 0, len(gws))
+				for _, gw := range gws {
+					used = append(used, gw.String())
+				}
+				opts.GatewayRequest = used
+			}
 		}
 		if f := p.deviceInfoFiles[i]; f != "" {
 			if d, err := os.ReadFile(f); err == nil {

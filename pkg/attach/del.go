@@ -57,7 +57,7 @@ func (e *Engine) Del(ctx context.Context, req *api.Request) error {
 	}
 
 	n := len(rec.Attachments)
-	if err := e.teardown(ctx, req.Netns, rec, n); err != nil {
+	if err := e.teardown(ctx, req.Path, req.Netns, rec, n); err != nil {
 		if serr := e.opts.Store.Save(rec); serr != nil {
 			log.Error(serr, "save the attachments left after a failed DEL")
 		}
@@ -74,8 +74,9 @@ func (e *Engine) Del(ctx context.Context, req *api.Request) error {
 // teardown runs the delegate DEL of rec.Attachments[:n] in reverse order and
 // removes their device-info files, continuing past failures. It returns the
 // failures joined; the record's failed attachments are kept in rec (the
-// others removed) so that a retry does only what is left.
-func (e *Engine) teardown(ctx context.Context, netns string, rec *state.Record, n int) error {
+// others removed) so that a retry does only what is left. cniPath is the
+// request's CNI_PATH, where the delegates are unless Options.BinDirs is set.
+func (e *Engine) teardown(ctx context.Context, cniPath, netns string, rec *state.Record, n int) error {
 	if netns != "" {
 		if _, err := os.Stat(netns); err != nil {
 			netns = "" // gone with the sandbox: delegates still release IPAM
@@ -85,7 +86,7 @@ func (e *Engine) teardown(ctx context.Context, netns string, rec *state.Record, 
 	if err != nil {
 		return fmt.Errorf("record of container %s: %w", rec.ContainerID, err)
 	}
-	cni := e.cniFor("")
+	cni := e.cniFor(cniPath)
 	var errs []error
 	var kept []state.Attachment
 	for i := n - 1; i >= 0; i-- {
@@ -247,7 +248,7 @@ func (e *Engine) GC(ctx context.Context, req *api.Request) error {
 	var errs []error
 	networks := map[string]*gcNetwork{}
 	for _, id := range ids {
-		if err := e.gcOne(ctx, id, valid[id], networks); err != nil {
+		if err := e.gcOne(ctx, req.Path, id, valid[id], networks); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -283,7 +284,7 @@ type gcNetwork struct {
 // gcOne tears down the record of container id when it is not valid (as a DEL
 // without netns), else adds its attachments to the valid attachments of their
 // networks.
-func (e *Engine) gcOne(ctx context.Context, id string, valid bool, networks map[string]*gcNetwork) error {
+func (e *Engine) gcOne(ctx context.Context, cniPath, id string, valid bool, networks map[string]*gcNetwork) error {
 	unlock, err := e.locks.lock(ctx, id)
 	if err != nil {
 		return err
@@ -301,7 +302,7 @@ func (e *Engine) gcOne(ctx context.Context, id string, valid bool, networks map[
 		return fmt.Errorf("GC: record of container %s: %w", id, err)
 	}
 	if !valid {
-		if err := e.teardown(ctx, "", rec, len(rec.Attachments)); err != nil {
+		if err := e.teardown(ctx, cniPath, "", rec, len(rec.Attachments)); err != nil {
 			if serr := e.opts.Store.Save(rec); serr != nil {
 				err = errors.Join(err, serr)
 			}
