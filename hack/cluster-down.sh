@@ -129,6 +129,13 @@ remove_links() {
     ip link delete "$l" 2>/dev/null && n=$((n + 1))
   done
   ((n > 0)) && note "deleted $n veth(s) on $BRIDGE_NAME"
+  # Links the demo (mnd-*) and the end-to-end tests (mne*, mns*, mnf*) made:
+  # their bridges and the macvlan parent.
+  n=0
+  for l in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -E '^(mnd-|mne|mns|mnf)' || true); do
+    ip link delete "$l" 2>/dev/null && n=$((n + 1))
+  done
+  ((n > 0)) && note "deleted $n link(s) of the demo and the tests"
   if ip link show "$BRIDGE_NAME" >/dev/null 2>&1; then
     ip link delete "$BRIDGE_NAME" && note "deleted bridge $BRIDGE_NAME" || problem "could not delete bridge $BRIDGE_NAME"
   fi

@@ -267,7 +267,8 @@ default_network_conflist() {
       "ipam": {
         "type": "host-local",
         "dataDir": "$CNI_IPAM_DIR",
-        "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$gw"}]]
+        "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$gw"}]],
+        "routes": [{"dst": "0.0.0.0/0"}]
       }
     }
   ]
