@@ -72,8 +72,9 @@ func (w *Webhooks) instrument(name string, h admission.HandlerFunc) admission.Ha
 		if resp.Result != nil {
 			msg = resp.Result.Message
 		}
-		logger := klog.FromContext(ctx).WithValues("handler", name, "uid", req.UID, "operation", req.Operation,
-			"kind", req.Kind.Kind, "namespace", req.Namespace, "name", req.Name, "result", result)
+		// controller-runtime's logger in ctx already names the object and
+		// the request ID.
+		logger := klog.FromContext(ctx).WithValues("handler", name, "operation", req.Operation, "kind", req.Kind.Kind, "result", result)
 		switch result {
 		case ResultDenied, ResultErrored:
 			logger.Info("admission decision", "message", msg)

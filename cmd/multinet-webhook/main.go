@@ -1,0 +1,139 @@
+// Command multinet-webhook is multinet's admission webhook: it injects the
+// extended resources of device-backed networks into pods (spec 001
+// "NetworkResource" admission controller), validates network selection
+// annotations and NetworkAttachmentDefinitions, serves TLS with its own or
+// given certificates and keeps the webhook configurations' caBundle current.
+// Flags and deployment: docs/webhook.md.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/multinet/multinet/pkg/selection"
+	"github.com/multinet/multinet/pkg/webhook"
+	"github.com/multinet/multinet/pkg/webhook/certs"
+	"github.com/multinet/multinet/pkg/webhook/registration"
+	"github.com/multinet/multinet/pkg/webhook/server"
+)
+
+func main() {
+	var c server.Config
+	kubeconfig := flag.String("kubeconfig", "", "kubeconfig file; empty: in-cluster config")
+	flag.StringVar(&c.Host, "bind-address", "", "address the TLS server listens on (empty: all)")
+	flag.IntVar(&c.Port, "port", 9443, "port the TLS server listens on")
+	flag.StringVar(&c.ProbeAddr, "probe-bind-address", "", "plain HTTP address for /healthz, /readyz, /metrics (empty: off; they are always on the TLS port)")
+
+	flag.StringVar(&c.Namespace, "namespace", envOr("POD_NAMESPACE", "multinet-system"), "the webhook's namespace (certificate Secret; excluded from admission)")
+	flag.StringVar(&c.Registration.ServiceName, "service-name", "multinet-webhook", "Service in front of the webhook (service clientConfig and certificate SANs)")
+	port := flag.Int("service-port", 443, "port of that Service")
+	flag.StringVar(&c.Registration.URL, "url", "", "base URL https://host:port for a url clientConfig instead of the Service (e.g. https://127.0.0.1:9443 for a host process); its host is added to the certificate SANs")
+	flag.StringVar(&c.ClusterDomain, "cluster-domain", "cluster.local", "cluster DNS domain for the service SANs")
+	flag.StringVar(&c.Registration.MutatingName, "mutating-webhook-configuration", "multinet-webhook", "name of the MutatingWebhookConfiguration")
+	flag.StringVar(&c.Registration.ValidatingName, "validating-webhook-configuration", "multinet-webhook", "name of the ValidatingWebhookConfiguration")
+	flag.BoolVar(&c.ManageConfigurations, "manage-webhook-configurations", false, "create and update both webhook configurations (else only their caBundle is set)")
+	excluded := flag.String("exclude-namespaces", "kube-system", "comma-separated namespaces never sent to the webhook, besides --namespace")
+	timeout := flag.Int("timeout-seconds", registration.DefaultTimeoutSeconds, "timeoutSeconds of each webhook (1-30)")
+	flag.BoolVar(&c.Registration.NoMatchConditions, "no-match-conditions", false, "leave out the matchConditions that send only pods with a selection annotation (API servers < 1.28)")
+
+	flag.StringVar(&c.CertFile, "tls-cert-file", "", "serving certificate (PEM); with --tls-private-key-file disables self-managed certificates")
+	flag.StringVar(&c.KeyFile, "tls-private-key-file", "", "serving certificate's key (PEM)")
+	flag.StringVar(&c.CAFile, "ca-bundle-file", "", "with --tls-cert-file: CA bundle (PEM) to publish as caBundle")
+	flag.StringVar(&c.SecretName, "cert-secret", "multinet-webhook-certs", "Secret in --namespace holding the self-managed CA and serving certificate")
+	flag.DurationVar(&c.CertSpec.CAValidity, "ca-validity", 3*365*24*time.Hour, "lifetime of a self-managed CA; renewed at 2/3")
+	flag.DurationVar(&c.CertSpec.CertValidity, "cert-validity", 365*24*time.Hour, "lifetime of a self-managed serving certificate; renewed at 2/3")
+	flag.DurationVar(&c.CertCheckInterval, "cert-check-interval", 10*time.Minute, "longest time between certificate and caBundle checks")
+	extraSANs := flag.String("extra-sans", "", "comma-separated extra DNS names and IP addresses for the serving certificate")
+
+	rnKeys := flag.String("resource-name-annotations", strings.Join(webhook.DefaultResourceNameAnnotations, ","), "comma-separated NAD annotation keys holding the resource name, first present wins")
+	flag.StringVar(&c.Handlers.ContainerName, "inject-container", "", "name of the container that gets the resources (empty or absent: --inject-container-index)")
+	flag.IntVar(&c.Handlers.ContainerIndex, "inject-container-index", 0, "index of the container that gets the resources (out of range: 0)")
+	existing := flag.String("existing-requests", string(webhook.KeepExisting), "keep: the pod's existing requests count toward N; add: N is added to the container's existing value")
+	flag.BoolVar(&c.Handlers.Isolation.Enabled, "namespace-isolation", false, "pods may select only NADs in their own namespace and --global-namespaces (spec §7.4)")
+	globals := flag.String("global-namespaces", "default", "comma-separated namespaces whose NADs every pod may select under --namespace-isolation")
+
+	klog.InitFlags(nil)
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s [flags]\n\nmultinet admission webhook (docs/webhook.md).\n\nFlags:\n", os.Args[0])
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "unexpected arguments: %v\n", flag.Args())
+		flag.Usage()
+		os.Exit(2)
+	}
+	crlog.SetLogger(klog.NewKlogr())
+
+	c.Registration.ServiceNamespace = c.Namespace
+	c.Registration.ServicePort = int32(*port)
+	c.Registration.TimeoutSeconds = int32(*timeout)
+	c.Registration.ExcludeNamespaces = appendUnique(splitList(*excluded), c.Namespace)
+	c.Handlers.ResourceNameAnnotations = splitList(*rnKeys)
+	c.Handlers.Existing = webhook.ExistingPolicy(*existing)
+	c.Handlers.Isolation = selection.IsolationPolicy{Enabled: c.Handlers.Isolation.Enabled, GlobalNamespaces: splitList(*globals)}
+	c.CertSpec = certs.Spec{CAValidity: c.CertSpec.CAValidity, CertValidity: c.CertSpec.CertValidity}
+	for _, s := range splitList(*extraSANs) {
+		if ip := net.ParseIP(s); ip != nil {
+			c.CertSpec.IPs = append(c.CertSpec.IPs, ip)
+		} else {
+			c.CertSpec.DNSNames = append(c.CertSpec.DNSNames, s)
+		}
+	}
+
+	rest, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		klog.ErrorS(err, "loading kubeconfig", "path", *kubeconfig)
+		klog.Flush()
+		os.Exit(1)
+	}
+	c.REST = rest
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := server.Run(ctx, c); err != nil {
+		klog.ErrorS(err, "multinet-webhook failed")
+		klog.Flush()
+		os.Exit(1)
+	}
+	klog.InfoS("multinet-webhook stopped")
+	klog.Flush()
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// splitList splits a comma-separated flag value, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func appendUnique(list []string, s string) []string {
+	for _, x := range list {
+		if x == s {
+			return list
+		}
+	}
+	return append(list, s)
+}
