@@ -40,7 +40,7 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	if out.Version != RecordVersion || out.Updated.IsZero() {
 		t.Fatalf("version/updated not stamped: %+v", out)
 	}
-	in.Updated, out.Updated = out.Updated, out.Updated
+	in.Updated = out.Updated
 	if !reflect.DeepEqual(in, out) {
 		t.Fatalf("round trip differs:\n in=%+v\nout=%+v", in, out)
 	}
