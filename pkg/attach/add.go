@@ -214,6 +214,11 @@ func (e *Engine) failAdd(ctx context.Context, req *api.Request, rec *state.Recor
 	if n > len(rec.Attachments) {
 		n = len(rec.Attachments)
 	}
+	for _, a := range rec.Attachments[n:] { // never attempted
+		if a.DeviceInfoFile != "" {
+			_ = devinfo.RemoveFile(a.DeviceInfoFile)
+		}
+	}
 	rec.Attachments = rec.Attachments[:n]
 	terr := e.teardown(context.WithoutCancel(ctx), req.Path, req.Netns, rec, n)
 	if terr == nil {

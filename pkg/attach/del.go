@@ -247,10 +247,19 @@ func (e *Engine) GC(ctx context.Context, req *api.Request) error {
 	}
 	var errs []error
 	networks := map[string]*gcNetwork{}
+	unknown := false
 	for _, id := range ids {
 		if err := e.gcOne(ctx, req.Path, id, valid[id], networks); err != nil {
 			errs = append(errs, err)
+			unknown = unknown || valid[id]
 		}
+	}
+	if unknown {
+		// A valid container's attachments are unknown: the delegates' GC
+		// would DEL them as stale (libcni DELs every cached attachment not
+		// listed). Skip it until the record can be read.
+		errs = append(errs, errors.New("GC: delegate GC skipped: the attachments of a valid container are unknown"))
+		return types.NewError(types.ErrInternal, errors.Join(errs...).Error(), "")
 	}
 	if list, _, err := e.opts.DefaultNetwork(); err == nil {
 		if _, ok := networks[list.Name]; !ok {

@@ -176,12 +176,14 @@ type call struct {
 }
 
 // recordingExec runs plugins for real and records each invocation. before,
-// when set, runs before the plugin (tests use it to block or observe).
+// when set, runs before the plugin (tests use it to block or observe); fail,
+// when set and returning an error, replaces the plugin's run by that error.
 type recordingExec struct {
 	invoke.Exec
 	mu     sync.Mutex
 	calls  []call
 	before func(call)
+	fail   func(call) error
 }
 
 func newRecordingExec() *recordingExec {
@@ -205,10 +207,15 @@ func (r *recordingExec) ExecPlugin(ctx context.Context, pluginPath string, stdin
 	}
 	r.mu.Lock()
 	r.calls = append(r.calls, c)
-	before := r.before
+	before, fail := r.before, r.fail
 	r.mu.Unlock()
 	if before != nil {
 		before(c)
+	}
+	if fail != nil {
+		if err := fail(c); err != nil {
+			return nil, err
+		}
 	}
 	return r.Exec.ExecPlugin(ctx, pluginPath, stdin, environ)
 }
