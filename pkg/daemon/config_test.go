@@ -1,0 +1,174 @@
+package daemon
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLoadConfigDefaults(t *testing.T) {
+	c, err := LoadConfig("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c, Defaults()) {
+		t.Errorf("LoadConfig(\"\") = %+v, want Defaults()", c)
+	}
+}
+
+func TestLoadConfig(t *testing.T) {
+	tests := []struct {
+		name, file, content string
+		check               func(t *testing.T, c Config)
+		wantErr             string
+	}{
+		{
+			name: "YAML over defaults", file: "c.yaml",
+			content: "nodeName: node-a\ndelegateTimeout: 90s\nrequestTimeout: 1m30s\ncniBinDirs: [/opt/cni/bin, /usr/lib/cni]\ndefaultNetwork:\n  name: kindnet\nnamespaceIsolation: true\n",
+			check: func(t *testing.T, c Config) {
+				want := Defaults()
+				want.NodeName = "node-a"
+				want.DelegateTimeout = Duration{90 * time.Second}
+				want.RequestTimeout = Duration{90 * time.Second}
+				want.CNIBinDirs = []string{"/opt/cni/bin", "/usr/lib/cni"}
+				want.DefaultNetwork.Name = "kindnet"
+				want.NamespaceIsolation = true
+				if !reflect.DeepEqual(c, want) {
+					t.Errorf("got %+v\nwant %+v", c, want)
+				}
+			},
+		},
+		{
+			name: "JSON", file: "c.json",
+			content: `{"shimTimeout":"2m30s","maxInFlight":4}`,
+			check: func(t *testing.T, c Config) {
+				if c.ShimTimeout.Duration != 150*time.Second || c.MaxInFlight != 4 || c.SocketPath != Defaults().SocketPath {
+					t.Errorf("got %+v", c)
+				}
+			},
+		},
+		{name: "unknown field", file: "c.yaml", content: "nodeName: a\nsocketPth: /x\n", wantErr: `"socketPth"`},
+		{name: "unknown nested field", file: "c.yaml", content: "defaultNetwork:\n  nad: a/b\n  conf: x\n", wantErr: `"conf"`},
+		{name: "duration without unit", file: "c.yaml", content: "delegateTimeout: 30\n", wantErr: "missing unit"},
+		{name: "malformed duration", file: "c.yaml", content: "shimTimeout: soon\n", wantErr: `"soon"`},
+		{name: "not YAML", file: "c.yaml", content: "nodeName: [\n", wantErr: "c.yaml"},
+		{name: "missing file", file: "", wantErr: "no such file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "missing.yaml")
+			if tt.file != "" {
+				path = filepath.Join(t.TempDir(), tt.file)
+				if err := os.WriteFile(path, []byte(tt.content), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c, err := LoadConfig(path)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("LoadConfig error = %v, want one containing %s", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, c)
+		})
+	}
+}
+
+// A Duration round-trips through its JSON form.
+func TestDurationJSON(t *testing.T) {
+	d := Duration{90 * time.Second}
+	b, err := d.MarshalJSON()
+	if err != nil || string(b) != `"1m30s"` {
+		t.Fatalf("MarshalJSON = %s, %v", b, err)
+	}
+	var back Duration
+	if err := back.UnmarshalJSON(b); err != nil || back != d {
+		t.Fatalf("UnmarshalJSON(%s) = %v, %v", b, back, err)
+	}
+}
+
+func TestComplete(t *testing.T) {
+	valid := func() Config {
+		c := Defaults()
+		c.NodeName = "node-a"
+		return c
+	}
+	tests := []struct {
+		name    string
+		mod     func(c *Config)
+		wantErr []string // every substring; none: no error
+	}{
+		{name: "defaults", mod: func(*Config) {}},
+		{name: "default network NAD", mod: func(c *Config) { c.DefaultNetwork.NAD = "kube-system/default" }},
+		{name: "two default network sources", mod: func(c *Config) { c.DefaultNetwork.NAD, c.DefaultNetwork.Name = "a/b", "x" }, wantErr: []string{"defaultNetwork", "at most one"}},
+		{name: "NAD without namespace", mod: func(c *Config) { c.DefaultNetwork.NAD = "default" }, wantErr: []string{"defaultNetwork.nad", "namespace/name"}},
+		{name: "NAD with empty name", mod: func(c *Config) { c.DefaultNetwork.NAD = "ns/" }, wantErr: []string{"defaultNetwork.nad"}},
+		{name: "default file is multinet's own", mod: func(c *Config) { c.DefaultNetwork.File = "/etc/cni/net.d/./00-multinet.conflist" }, wantErr: []string{"defaultNetwork.file", "own config file"}},
+		{name: "relative socket", mod: func(c *Config) { c.SocketPath = "run/x.sock" }, wantErr: []string{"socketPath"}},
+		{name: "conf file not a conflist", mod: func(c *Config) { c.ConfFileName = "00-multinet.conf" }, wantErr: []string{"confFileName"}},
+		{name: "conf file with a slash", mod: func(c *Config) { c.ConfFileName = "a/00-multinet.conflist" }, wantErr: []string{"confFileName"}},
+		{name: "no state dir", mod: func(c *Config) { c.StateDir = "" }, wantErr: []string{"stateDir"}},
+		{name: "no concurrency", mod: func(c *Config) { c.MaxInFlight = 0 }, wantErr: []string{"maxInFlight"}},
+		{name: "zero timeout", mod: func(c *Config) { c.DelegateTimeout = Duration{} }, wantErr: []string{"delegateTimeout"}},
+		{name: "request outlives shim", mod: func(c *Config) { c.RequestTimeout = Duration{3 * time.Minute} }, wantErr: []string{"requestTimeout", "shimTimeout"}},
+		{name: "several errors at once", mod: func(c *Config) { c.StateDir, c.MaxInFlight = "", -1 }, wantErr: []string{"stateDir", "maxInFlight"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := valid()
+			tt.mod(&c)
+			err := c.Complete()
+			if len(tt.wantErr) == 0 {
+				if err != nil {
+					t.Fatalf("Complete: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Complete succeeded, want an error naming %q", tt.wantErr)
+			}
+			for _, s := range tt.wantErr {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("Complete error %q does not name %q", err, s)
+				}
+			}
+		})
+	}
+}
+
+// Complete fills the node name (NODE_NAME, else the host name in lower
+// case) and the default network's conf dir.
+func TestCompleteFills(t *testing.T) {
+	t.Setenv("NODE_NAME", "")
+	c := Defaults()
+	if err := c.Complete(); err != nil {
+		t.Fatal(err)
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.NodeName != strings.ToLower(host) {
+		t.Errorf("NodeName = %q, want the host name %q in lower case", c.NodeName, host)
+	}
+	if c.DefaultNetwork.ConfDir != c.CNIConfDir {
+		t.Errorf("DefaultNetwork.ConfDir = %q, want CNIConfDir %q", c.DefaultNetwork.ConfDir, c.CNIConfDir)
+	}
+
+	t.Setenv("NODE_NAME", "node-from-env")
+	c = Defaults()
+	c.DefaultNetwork.ConfDir = "/other"
+	if err := c.Complete(); err != nil {
+		t.Fatal(err)
+	}
+	if c.NodeName != "node-from-env" || c.DefaultNetwork.ConfDir != "/other" {
+		t.Errorf("NodeName %q ConfDir %q, want node-from-env and /other kept", c.NodeName, c.DefaultNetwork.ConfDir)
+	}
+}

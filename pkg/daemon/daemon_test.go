@@ -1,0 +1,85 @@
+package daemon
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
+	"github.com/multinet/multinet/pkg/apiclient"
+	"github.com/multinet/multinet/pkg/netconf"
+)
+
+// The default network (§6) comes from a NAD, a file, a network name, or the
+// conf dir's first file other than multinet's own; network-status names it
+// by the NAD key or the CNI network name (§5.3.1).
+func TestDefaultNetworkFunc(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		t.Helper()
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write(ownFile, `{"cniVersion":"1.0.0","name":"multinet","plugins":[{"type":"multinet-shim"}]}`)
+	write("10-first.conflist", `{"cniVersion":"1.0.0","name":"first","plugins":[{"type":"bridge"}]}`)
+	other := write("20-other.conf", `{"cniVersion":"0.4.0","name":"other","type":"ptp"}`)
+
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	if err := indexer.Add(&nadv1.NetworkAttachmentDefinition{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "podnet"},
+		Spec:       nadv1.NetworkAttachmentDefinitionSpec{Config: `{"cniVersion":"1.0.0","type":"macvlan"}`},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	nads := apiclient.NewNetworkAttachmentDefinitionLister(indexer)
+
+	tests := []struct {
+		name              string
+		src               DefaultNetworkConfig
+		wantList, wantKey string
+		wantErr           string
+	}{
+		{name: "first file, never multinet's own", wantList: "first", wantKey: "first"},
+		{name: "by name", src: DefaultNetworkConfig{Name: "other"}, wantList: "other", wantKey: "other"},
+		{name: "by file", src: DefaultNetworkConfig{File: other}, wantList: "other", wantKey: "other"},
+		{name: "by NAD", src: DefaultNetworkConfig{NAD: "kube-system/podnet"}, wantList: "podnet", wantKey: "kube-system/podnet"},
+		{name: "NAD missing", src: DefaultNetworkConfig{NAD: "kube-system/nope"}, wantErr: "kube-system/nope"},
+		{name: "name missing", src: DefaultNetworkConfig{Name: "nope"}, wantErr: "nope"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := Defaults()
+			cfg.CNIConfDir, cfg.DefaultNetwork = dir, tt.src
+			cfg.DefaultNetwork.ConfDir = dir
+			onDisk := netconf.NewConfDir(netconf.ConfDirOptions{Dir: dir, SkipFile: ownFile})
+			list, key, err := defaultNetworkFunc(cfg, onDisk, nads, netconf.NewResolver(onDisk, 0))()
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error = %v, want one naming %s", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if list.Name != tt.wantList || key != tt.wantKey {
+				t.Errorf("default network = list %q key %q, want %q %q", list.Name, key, tt.wantList, tt.wantKey)
+			}
+		})
+	}
+}
+
+func TestUniqueDirs(t *testing.T) {
+	got := uniqueDirs("/etc/cni/net.d", "", "/etc/cni/net.d/", fileDir("/etc/cni/net.d/10.conf"), fileDir(""), "/other")
+	if want := []string{"/etc/cni/net.d", "/other"}; !slices.Equal(got, want) {
+		t.Errorf("uniqueDirs = %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,155 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// metricValue returns the value of the counter or gauge name with labels
+// (a histogram's sample count), and whether it exists.
+func metricValue(t *testing.T, m *metrics, name string, labels map[string]string) (float64, bool) {
+	t.Helper()
+	families, err := m.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	next:
+		for _, mt := range f.GetMetric() {
+			got := map[string]string{}
+			for _, l := range mt.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if got[k] != v {
+					continue next
+				}
+			}
+			switch f.GetType() {
+			case dto.MetricType_COUNTER:
+				return mt.GetCounter().GetValue(), true
+			case dto.MetricType_GAUGE:
+				return mt.GetGauge().GetValue(), true
+			case dto.MetricType_HISTOGRAM:
+				return float64(mt.GetHistogram().GetSampleCount()), true
+			}
+		}
+	}
+	return 0, false
+}
+
+// The observer counts operations by command and CNI error code, their
+// durations, the operations in flight, and delegate invocations and errors
+// by plugin and code (999 for an error that is not a CNI error).
+func TestMetricsObserver(t *testing.T) {
+	m := newMetrics()
+	m.OnStart("ADD")
+	m.OnStart("DEL")
+	m.OnStart("ADD")
+	if v, _ := metricValue(t, m, "multinet_cni_operations_in_flight", nil); v != 3 {
+		t.Errorf("in flight = %v, want 3", v)
+	}
+	m.OnDone("ADD", time.Millisecond, 20*time.Millisecond, nil)
+	m.OnDone("ADD", 0, time.Second, &types.Error{Code: types.ErrTryAgainLater})
+	m.OnDone("DEL", 0, time.Millisecond, nil)
+	m.DelegateDone("ADD", "bridge", 5*time.Millisecond, nil)
+	m.DelegateDone("DEL", "bridge", time.Millisecond, types.NewError(types.ErrInvalidNetworkConfig, "bad", ""))
+	m.DelegateDone("DEL", "bridge", time.Millisecond, fmt.Errorf("wrapped: %w", types.NewError(types.ErrIOFailure, "io", "")))
+	m.DelegateDone("CHECK", "macvlan", time.Millisecond, errors.New("exec: not found"))
+
+	tests := []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"multinet_cni_operations_in_flight", nil, 0},
+		{"multinet_cni_operations_total", map[string]string{"command": "ADD", "code": "0"}, 1},
+		{"multinet_cni_operations_total", map[string]string{"command": "ADD", "code": "11"}, 1},
+		{"multinet_cni_operations_total", map[string]string{"command": "DEL", "code": "0"}, 1},
+		{"multinet_cni_operation_duration_seconds", map[string]string{"command": "ADD"}, 2},
+		{"multinet_cni_operation_queued_seconds", map[string]string{"command": "DEL"}, 1},
+		{"multinet_delegate_duration_seconds", map[string]string{"command": "DEL", "plugin": "bridge"}, 2},
+		{"multinet_delegate_duration_seconds", map[string]string{"command": "ADD", "plugin": "bridge"}, 1},
+		{"multinet_delegate_errors_total", map[string]string{"command": "DEL", "plugin": "bridge", "code": "7"}, 1},
+		{"multinet_delegate_errors_total", map[string]string{"command": "DEL", "plugin": "bridge", "code": "5"}, 1},
+		{"multinet_delegate_errors_total", map[string]string{"command": "CHECK", "plugin": "macvlan", "code": "999"}, 1},
+	}
+	for _, tt := range tests {
+		v, ok := metricValue(t, m, tt.name, tt.labels)
+		if !ok || v != tt.want {
+			t.Errorf("%s%v = %v (present %v), want %v", tt.name, tt.labels, v, ok, tt.want)
+		}
+	}
+	if _, ok := metricValue(t, m, "multinet_delegate_errors_total", map[string]string{"command": "ADD"}); ok {
+		t.Error("a successful delegate was counted as an error")
+	}
+}
+
+// /healthz answers ok; /readyz follows the readiness function; /metrics
+// serves the registry.
+func TestServeHTTP(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m := newMetrics()
+	m.OnDone("ADD", 0, time.Millisecond, nil)
+	var ready atomic.Bool
+	s, err := serveHTTP(context.Background(), addr, m, func() error {
+		if !ready.Load() {
+			return errors.New("informers not synced")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/healthz"); code != http.StatusOK || body != "ok\n" {
+		t.Errorf("/healthz = %d %q", code, body)
+	}
+	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "informers not synced") {
+		t.Errorf("/readyz not ready = %d %q", code, body)
+	}
+	ready.Store(true)
+	if code, body := get("/readyz"); code != http.StatusOK || body != "ok\n" {
+		t.Errorf("/readyz ready = %d %q", code, body)
+	}
+	if code, body := get("/metrics"); code != http.StatusOK || !strings.Contains(body, `multinet_cni_operations_total{code="0",command="ADD"} 1`) {
+		t.Errorf("/metrics = %d, body lacks the ADD count:\n%s", code, body)
+	}
+	if _, err := serveHTTP(context.Background(), addr, m, nil); err == nil {
+		t.Error("serveHTTP on a bound address succeeded")
+	}
+}
