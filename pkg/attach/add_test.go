@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -431,18 +429,36 @@ func TestAddDefaultRouteUnreachableGateway(t *testing.T) {
 	e.wantLeases("net-a", 0)
 }
 
-// nonEmptyFile reports whether path exists and is not empty.
-func nonEmptyFile(path string) bool {
-	st, err := os.Stat(path)
-	return err == nil && st.Size() > 0
+// An ADD of a container that already has attachments (the runtime retried
+// after a timeout) tears the earlier ones down first: the pod ends up with
+// one set of interfaces and addresses.
+func TestAddAgainTearsDownEarlierAdd(t *testing.T) {
+	e := newEnv(t, nil)
+	e.bridgeNAD("net-a")
+	pod := e.podWithNetworks("net-a")
+	id := "ctr-" + cnitest.UniqueName("")
+	e.add(id, pod)
+	e.exec.reset()
+	e.add(id, pod)
+	if got, want := ifNames(e.exec.of("DEL")), []string{"net1", "eth0"}; !slices.Equal(got, want) {
+		t.Errorf("second ADD first DELed %q, want %q", got, want)
+	}
+	e.wantLinks("eth0", "net1")
+	e.wantLeases(e.defaultNet, 1)
+	e.wantLeases("net-a", 1)
 }
 
-// ipIn reports whether address (with or without prefix) is in cidr.
-func ipIn(address, cidr string) bool {
-	ip, _, err := net.ParseCIDR(address)
-	if err != nil {
-		ip = net.ParseIP(address)
+// With AsyncStatus, ADD returns before network-status is written; Wait
+// returns once it is, and it is written once all the same.
+func TestAddAsyncStatus(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.AsyncStatus = true })
+	e.bridgeNAD("net-a")
+	pod := e.podWithNetworks("net-a")
+	e.add("ctr-"+cnitest.UniqueName(""), pod)
+	if err := e.eng.Wait(context.Background()); err != nil {
+		t.Fatal(err)
 	}
-	_, n, err := net.ParseCIDR(cidr)
-	return err == nil && ip != nil && n.Contains(ip)
+	if list := e.networkStatus(pod); len(list) != 2 || !list[0].Default || list[1].Name != "ns1/net-a" {
+		t.Errorf("network-status = %+v", list)
+	}
 }

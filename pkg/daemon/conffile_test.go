@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -254,16 +253,9 @@ func TestConfFileRun(t *testing.T) {
 	}
 	e.ready.Store(true)
 	e.f.trigger <- struct{}{}
-	waitFor(t, "the file after trigger", func() bool {
-		b := e.own()
-		return b != nil && strings.Contains(string(b), `"1.0.0"`)
-	})
-
+	e.waitVersion("1.0.0")
 	e.writeDefault("0.4.0", `"mac":true`)
-	waitFor(t, "the rewrite after the default network changed", func() bool {
-		b := e.own()
-		return b != nil && decodeConf(t, b).CNIVersion == "0.4.0"
-	})
+	e.waitVersion("0.4.0") // through fsnotify: the resync is an hour
 	mu.Lock()
 	if written != 1 {
 		t.Errorf("written called %d times, want once", written)
@@ -281,14 +273,20 @@ func TestConfFileRun(t *testing.T) {
 	}
 }
 
-// waitFor polls cond for up to 5 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+// waitVersion waits up to 5 s for multinet's file to carry cniVersion v.
+func (e *confEnv) waitVersion(v string) {
+	e.t.Helper()
+	timeout := time.After(5 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if b := e.own(); b != nil && decodeConf(e.t, b).CNIVersion == v {
+			return
 		}
-		time.Sleep(20 * time.Millisecond)
+		select {
+		case <-timeout:
+			e.t.Fatalf("multinet's file never got cniVersion %s: %s", v, e.own())
+		case <-tick.C:
+		}
 	}
 }

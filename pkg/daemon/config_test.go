@@ -67,16 +67,9 @@ func TestLoadConfig(t *testing.T) {
 				}
 			}
 			c, err := LoadConfig(path)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("LoadConfig error = %v, want one containing %s", err, tt.wantErr)
-				}
-				return
+			if !wantErr(t, err, tt.wantErr) {
+				tt.check(t, c)
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			tt.check(t, c)
 		})
 	}
 }
@@ -171,4 +164,17 @@ func TestCompleteFills(t *testing.T) {
 	if c.NodeName != "node-from-env" || c.DefaultNetwork.ConfDir != "/other" {
 		t.Errorf("NodeName %q ConfDir %q, want node-from-env and /other kept", c.NodeName, c.DefaultNetwork.ConfDir)
 	}
+}
+
+// wantErr fails t unless err contains want, or is nil when want is empty,
+// and reports whether an error was wanted.
+func wantErr(t *testing.T, err error, want string) bool {
+	t.Helper()
+	switch {
+	case want == "" && err != nil:
+		t.Fatalf("unexpected error: %v", err)
+	case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+		t.Fatalf("error = %v, want one containing %q", err, want)
+	}
+	return want != ""
 }

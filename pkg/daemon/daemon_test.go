@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -61,14 +60,8 @@ func TestDefaultNetworkFunc(t *testing.T) {
 			cfg.DefaultNetwork.ConfDir = dir
 			onDisk := netconf.NewConfDir(netconf.ConfDirOptions{Dir: dir, SkipFile: ownFile})
 			list, key, err := defaultNetworkFunc(cfg, onDisk, nads, netconf.NewResolver(onDisk, 0))()
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error = %v, want one naming %s", err, tt.wantErr)
-				}
+			if wantErr(t, err, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if list.Name != tt.wantList || key != tt.wantKey {
 				t.Errorf("default network = list %q key %q, want %q %q", list.Name, key, tt.wantList, tt.wantKey)
