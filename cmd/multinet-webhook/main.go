@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	crlog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/yaml"
 
 	"github.com/multinet/multinet/pkg/selection"
 	"github.com/multinet/multinet/pkg/webhook"
@@ -45,6 +46,7 @@ func main() {
 	flag.BoolVar(&c.ManageConfigurations, "manage-webhook-configurations", false, "create and update both webhook configurations (else only their caBundle is set)")
 	excluded := flag.String("exclude-namespaces", "kube-system", "comma-separated namespaces never sent to the webhook, besides --namespace")
 	timeout := flag.Int("timeout-seconds", registration.DefaultTimeoutSeconds, "timeoutSeconds of each webhook (1-30)")
+	printConfigs := flag.Bool("print-webhook-configurations", false, "print the webhook configurations these flags give (YAML, without caBundle) and exit")
 	flag.BoolVar(&c.Registration.NoMatchConditions, "no-match-conditions", false, "leave out the matchConditions that send only pods with a selection annotation (API servers < 1.28)")
 
 	flag.StringVar(&c.CertFile, "tls-cert-file", "", "serving certificate (PEM); with --tls-private-key-file disables self-managed certificates")
@@ -61,7 +63,7 @@ func main() {
 	flag.IntVar(&c.Handlers.ContainerIndex, "inject-container-index", 0, "index of the container that gets the resources (out of range: 0)")
 	existing := flag.String("existing-requests", string(webhook.KeepExisting), "keep: the pod's existing requests count toward N; add: N is added to the container's existing value")
 	flag.BoolVar(&c.Handlers.Isolation.Enabled, "namespace-isolation", false, "pods may select only NADs in their own namespace and --global-namespaces (spec §7.4)")
-	globals := flag.String("global-namespaces", "default", "comma-separated namespaces whose NADs every pod may select under --namespace-isolation")
+	globals := flag.String("global-namespaces", "", "comma-separated namespaces whose NADs every pod may select under --namespace-isolation (none by default, as multinetd's globalNamespaces)")
 
 	klog.InitFlags(nil)
 	flag.Usage = func() {
@@ -92,6 +94,14 @@ func main() {
 		}
 	}
 
+	if *printConfigs {
+		if err := printConfigurations(c.Registration); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
+
 	rest, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	if err != nil {
 		klog.ErrorS(err, "loading kubeconfig", "path", *kubeconfig)
@@ -109,6 +119,25 @@ func main() {
 	}
 	klog.InfoS("multinet-webhook stopped")
 	klog.Flush()
+}
+
+// printConfigurations writes the rendered configurations as a YAML stream.
+func printConfigurations(o registration.Options) error {
+	mwc, vwc, err := registration.Render(o, nil)
+	if err != nil {
+		return err
+	}
+	for i, obj := range []any{mwc, vwc} {
+		b, err := yaml.Marshal(obj)
+		if err != nil {
+			return fmt.Errorf("encoding webhook configuration: %w", err)
+		}
+		if i > 0 {
+			fmt.Println("---")
+		}
+		fmt.Print(string(b))
+	}
+	return nil
 }
 
 func envOr(key, def string) string {

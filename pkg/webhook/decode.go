@@ -81,11 +81,26 @@ func (d *denial) Error() string { return d.msg }
 
 func denyf(format string, args ...any) error { return &denial{msg: fmt.Sprintf(format, args...)} }
 
-// respond turns an error into a denial (403) or an internal error (500).
+// errNotSynced is returned while the NAD cache has not synced (HTTP 503).
+var errNotSynced = errors.New("NetworkAttachmentDefinition cache not synced yet")
+
+// checkSynced returns errNotSynced until Options.Synced reports true.
+func (w *Webhooks) checkSynced() error {
+	if w.o.Synced != nil && !w.o.Synced() {
+		return errNotSynced
+	}
+	return nil
+}
+
+// respond turns an error into a denial (403), a 503 for errNotSynced, or an
+// internal error (500).
 func respond(err error) admission.Response {
 	var d *denial
-	if errors.As(err, &d) {
+	switch {
+	case errors.As(err, &d):
 		return admission.Denied(err.Error())
+	case errors.Is(err, errNotSynced):
+		return admission.Errored(http.StatusServiceUnavailable, err)
 	}
 	return admission.Errored(http.StatusInternalServerError, err)
 }

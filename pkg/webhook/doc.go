@@ -10,7 +10,9 @@
 //     NetworkAttachmentDefinition cache; for each extended resource named by a
 //     NAD's resourceName annotation, N = number of attachments of NADs with
 //     that resource is added to the requests and limits of one container.
-//     A missing NAD denies the pod with a message naming "namespace/name".
+//     A missing NAD denies the pod with a message naming "namespace/name";
+//     a malformed annotation or a selection forbidden by namespace
+//     isolation (§7.4) is denied before any lookup.
 //   - ValidatePods (ValidatePodsPath): Pod CREATE, and UPDATE when a selection
 //     annotation changed: a malformed annotation is denied with pkg/selection's
 //     field-precise message; namespace isolation (§7.4) when enabled; on

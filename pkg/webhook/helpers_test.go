@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
@@ -177,4 +178,18 @@ func message(resp admission.Response) string {
 		return ""
 	}
 	return resp.Result.Message
+}
+
+// checkResponse fails t unless resp has result and its message contains
+// every msg.
+func checkResponse(t *testing.T, resp admission.Response, result string, msgs ...string) {
+	t.Helper()
+	if got := Result(resp); got != result {
+		t.Fatalf("result %s (%s), want %s", got, message(resp), result)
+	}
+	for _, m := range msgs {
+		if !strings.Contains(message(resp), m) {
+			t.Errorf("message %q does not contain %q", message(resp), m)
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 
@@ -29,6 +30,7 @@ import (
 // Responses: allowed with a JSON patch (only the changed resources, computed
 // from the raw object so that unknown fields survive); allowed unchanged
 // when nothing is needed; denied (403) for a malformed annotation, a
+// selection Options.Isolation forbids (checked before any lookup), a
 // missing NAD ("namespace/name" named) or a NAD with a malformed resource
 // name; 400 for an unreadable object; 503 before the NAD cache synced.
 func (w *Webhooks) MutatePods(ctx context.Context, req admission.Request) admission.Response {
@@ -43,11 +45,12 @@ func (w *Webhooks) MutatePods(ctx context.Context, req admission.Request) admiss
 	if networks == "" && defNet == "" {
 		return admission.Allowed("no network selection")
 	}
-	if w.o.Synced != nil && !w.o.Synced() {
-		return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("NetworkAttachmentDefinition cache not synced yet"))
+	if err := w.checkSynced(); err != nil {
+		return respond(err)
 	}
-	ns := podNamespace(pod, req)
-	sel, err := parseSelection(pod, ns)
+	// Isolation before any lookup: the answer must not depend on whether a
+	// NAD the pod may not see exists.
+	sel, err := w.allowedSelection(pod, req)
 	if err != nil {
 		return respond(err)
 	}
@@ -117,6 +120,25 @@ func containerValue(c *corev1.Container, name corev1.ResourceName) int64 {
 	return v
 }
 
+// podValue is what the pod's app containers ask for of resource together.
+func podValue(pod *corev1.Pod, name corev1.ResourceName) int64 {
+	var total int64
+	for i := range pod.Spec.Containers {
+		total = satAdd(total, containerValue(&pod.Spec.Containers[i], name))
+	}
+	return total
+}
+
+// satAdd adds a and b (b ≥ 0), saturating at math.MaxInt64 instead of
+// wrapping; absurd quantities then fail the API server's validation rather
+// than turning into small or negative ones.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
 // planResources returns the resources whose value in container target must
 // change, in the order of d, with their new values (see ExistingPolicy).
 // Init containers neither count nor change.
@@ -130,16 +152,13 @@ func planResources(pod *corev1.Pod, target int, d demand, policy ExistingPolicy)
 		var want int64
 		switch policy {
 		case AddToExisting:
-			want = cur + n
+			want = satAdd(cur, n)
 		default: // KeepExisting
-			var total int64
-			for i := range pod.Spec.Containers {
-				total += containerValue(&pod.Spec.Containers[i], name)
-			}
+			total := podValue(pod, name)
 			if total >= n {
 				want = cur
 			} else {
-				want = cur + (n - total)
+				want = satAdd(cur, n-total)
 			}
 		}
 		if want == cur {

@@ -134,6 +134,11 @@ func TestMutatePods(t *testing.T) {
 		pod:  pod("ns1", map[string]string{selection.DefaultNetworkAnnotation: "kube-system/gone"}),
 		want: want{result: ResultDenied, msg: `"kube-system/gone" (selected by metadata.annotations["v1.multus-cni.io/default-network"])`},
 	}, {
+		name: "isolation: denied before the lookup, missing or not",
+		opts: Options{Isolation: selection.IsolationPolicy{Enabled: true}},
+		pod:  pod("ns1", networks("other/net-a,other/gone")),
+		want: want{result: ResultDenied, msg: `element 0: network "other/net-a" is in namespace "other", which a pod in namespace "ns1" may not use`},
+	}, {
 		name: "malformed annotation",
 		pod:  pod("ns1", networks(`[{"name":"net-a","mac":"zz"}]`)),
 		want: want{result: ResultDenied, msg: `metadata.annotations["k8s.v1.cni.cncf.io/networks"]: networks[0] "net-a": field "mac"`},
@@ -152,12 +157,7 @@ func TestMutatePods(t *testing.T) {
 			tt.pod.Spec.InitContainers = []corev1.Container{withResources("init", nil)}
 			req := podRequest(t, admissionv1.Create, ns, tt.pod, nil)
 			resp := w.MutatePods(context.Background(), req)
-			if got := Result(resp); got != tt.want.result {
-				t.Fatalf("result %s (%s), want %s", got, message(resp), tt.want.result)
-			}
-			if !strings.Contains(message(resp), tt.want.msg) {
-				t.Errorf("message %q does not contain %q", message(resp), tt.want.msg)
-			}
+			checkResponse(t, resp, tt.want.result, tt.want.msg)
 			if tt.want.containers == nil {
 				return
 			}

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
 	dpconfig "github.com/multinet/multinet/pkg/deviceplugin/config"
@@ -66,6 +67,20 @@ func parseSelection(pod *corev1.Pod, ns string) ([]selected, error) {
 		return nil, denyf("%s", strings.Join(problems, "; "))
 	}
 	return out, nil
+}
+
+// allowedSelection parses the pod's selection (namespace defaulting as
+// podNamespace says) and enforces namespace isolation; errors are denials.
+func (w *Webhooks) allowedSelection(pod *corev1.Pod, req admission.Request) ([]selected, error) {
+	ns := podNamespace(pod, req)
+	sel, err := parseSelection(pod, ns)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.checkIsolation(ns, sel); err != nil {
+		return nil, err
+	}
+	return sel, nil
 }
 
 // checkIsolation enforces the namespace isolation policy (spec §7.4) on

@@ -3,7 +3,6 @@ package webhook
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -45,17 +44,13 @@ func (w *Webhooks) ValidatePods(ctx context.Context, req admission.Request) admi
 			return admission.Allowed("network selection unchanged")
 		}
 	}
-	ns := podNamespace(pod, req)
-	sel, err := parseSelection(pod, ns)
+	sel, err := w.allowedSelection(pod, req)
 	if err != nil {
 		return respond(err)
 	}
-	if err := w.checkIsolation(ns, sel); err != nil {
-		return respond(err)
-	}
 	if old != nil && len(sel) > 0 {
-		if w.o.Synced != nil && !w.o.Synced() {
-			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("NetworkAttachmentDefinition cache not synced yet"))
+		if err := w.checkSynced(); err != nil {
+			return respond(err)
 		}
 		if err := w.checkDevices(pod, sel); err != nil {
 			return respond(err)
@@ -73,10 +68,7 @@ func (w *Webhooks) checkDevices(pod *corev1.Pod, sel []selected) error {
 	}
 	var problems []string
 	for _, rn := range d.order {
-		var have int64
-		for i := range pod.Spec.Containers {
-			have += containerValue(&pod.Spec.Containers[i], corev1.ResourceName(rn))
-		}
+		have := podValue(pod, corev1.ResourceName(rn))
 		if need := d.counts[rn]; have < need {
 			problems = append(problems, fmt.Sprintf("the selected networks need %d of resource %q but the pod's containers request %d", need, rn, have))
 		}

@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -100,14 +99,7 @@ func TestValidatePodsCreate(t *testing.T) {
 				p.Namespace, ns = "", tt.reqNS
 			}
 			resp := w.ValidatePods(context.Background(), podRequest(t, admissionv1.Create, ns, p, nil))
-			if got := Result(resp); got != tt.result {
-				t.Fatalf("result %s (%s), want %s", got, message(resp), tt.result)
-			}
-			for _, m := range tt.msg {
-				if !strings.Contains(message(resp), m) {
-					t.Errorf("message %q does not contain %q", message(resp), m)
-				}
-			}
+			checkResponse(t, resp, tt.result, tt.msg...)
 		})
 	}
 }
@@ -168,12 +160,7 @@ func TestValidatePodsUpdate(t *testing.T) {
 			w := newHooks(t, Options{Isolation: isolated})
 			oldPod, newPod := pod("ns1", tt.old, tt.cs...), pod("ns1", tt.new, tt.cs...)
 			resp := w.ValidatePods(context.Background(), podRequest(t, admissionv1.Update, "ns1", newPod, oldPod))
-			if got := Result(resp); got != tt.result {
-				t.Fatalf("result %s (%s), want %s", got, message(resp), tt.result)
-			}
-			if !strings.Contains(message(resp), tt.msg) {
-				t.Errorf("message %q does not contain %q", message(resp), tt.msg)
-			}
+			checkResponse(t, resp, tt.result, tt.msg)
 		})
 	}
 }
@@ -294,14 +281,7 @@ func TestValidateNADs(t *testing.T) {
 				op = admissionv1.Update
 			}
 			resp := w.ValidateNADs(context.Background(), nadRequest(t, op, tt.nad, tt.old))
-			if got := Result(resp); got != tt.result {
-				t.Fatalf("result %s (%s), want %s", got, message(resp), tt.result)
-			}
-			for _, m := range tt.msg {
-				if !strings.Contains(message(resp), m) {
-					t.Errorf("message %q does not contain %q", message(resp), m)
-				}
-			}
+			checkResponse(t, resp, tt.result, tt.msg...)
 		})
 	}
 }

@@ -17,6 +17,7 @@
 package registration
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -165,6 +166,39 @@ func (c common) rule(group, version, resource string, ops ...admv1.OperationType
 	}}
 }
 
+// webhook returns one webhook with the shared settings.
+func (c common) webhook(name string, cc admv1.WebhookClientConfig, rules []admv1.RuleWithOperations, conds []admv1.MatchCondition) admv1.ValidatingWebhook {
+	return admv1.ValidatingWebhook{
+		Name:                    name,
+		ClientConfig:            cc,
+		Rules:                   rules,
+		FailurePolicy:           &c.failurePolicy,
+		MatchPolicy:             &c.matchPolicy,
+		NamespaceSelector:       c.nsSelector,
+		ObjectSelector:          c.objSelector,
+		SideEffects:             &c.sideEffects,
+		TimeoutSeconds:          &c.timeout,
+		AdmissionReviewVersions: c.reviewVersions,
+		MatchConditions:         conds,
+	}
+}
+
+// asMutating turns v into a MutatingWebhook (the API types share every field
+// and JSON name but reinvocationPolicy) with reinvocationPolicy Never.
+func asMutating(v admv1.ValidatingWebhook) (admv1.MutatingWebhook, error) {
+	var m admv1.MutatingWebhook
+	b, err := json.Marshal(v)
+	if err == nil {
+		err = json.Unmarshal(b, &m)
+	}
+	if err != nil {
+		return m, fmt.Errorf("rendering mutating webhook %s: %w", v.Name, err)
+	}
+	never := admv1.NeverReinvocationPolicy
+	m.ReinvocationPolicy = &never
+	return m, nil
+}
+
 // Render returns the desired configurations, their webhooks' caBundle set
 // to caBundle (PEM; may be nil when the API server trusts the serving
 // certificate otherwise):
@@ -180,53 +214,26 @@ func Render(o Options, caBundle []byte) (*admv1.MutatingWebhookConfiguration, *a
 		return nil, nil, err
 	}
 	c := o.common()
-	never := admv1.NeverReinvocationPolicy
 	labels := map[string]string{"app.kubernetes.io/managed-by": "multinet-webhook"}
+	podResources, err := asMutating(c.webhook(PodResourcesWebhook, o.clientConfig(webhook.MutatePodsPath, caBundle),
+		c.rule("", "v1", "pods", admv1.Create), c.podMatchConds))
+	if err != nil {
+		return nil, nil, err
+	}
 	mwc := &admv1.MutatingWebhookConfiguration{
 		TypeMeta:   metav1.TypeMeta{APIVersion: admv1.SchemeGroupVersion.String(), Kind: "MutatingWebhookConfiguration"},
 		ObjectMeta: metav1.ObjectMeta{Name: o.MutatingName, Labels: labels},
-		Webhooks: []admv1.MutatingWebhook{{
-			Name:                    PodResourcesWebhook,
-			ClientConfig:            o.clientConfig(webhook.MutatePodsPath, caBundle),
-			Rules:                   c.rule("", "v1", "pods", admv1.Create),
-			FailurePolicy:           &c.failurePolicy,
-			MatchPolicy:             &c.matchPolicy,
-			NamespaceSelector:       c.nsSelector,
-			ObjectSelector:          c.objSelector,
-			SideEffects:             &c.sideEffects,
-			TimeoutSeconds:          &c.timeout,
-			AdmissionReviewVersions: c.reviewVersions,
-			ReinvocationPolicy:      &never,
-			MatchConditions:         c.podMatchConds,
-		}},
+		Webhooks:   []admv1.MutatingWebhook{podResources},
 	}
 	vwc := &admv1.ValidatingWebhookConfiguration{
 		TypeMeta:   metav1.TypeMeta{APIVersion: admv1.SchemeGroupVersion.String(), Kind: "ValidatingWebhookConfiguration"},
 		ObjectMeta: metav1.ObjectMeta{Name: o.ValidatingName, Labels: labels},
-		Webhooks: []admv1.ValidatingWebhook{{
-			Name:                    PodNetworksWebhook,
-			ClientConfig:            o.clientConfig(webhook.ValidatePodsPath, caBundle),
-			Rules:                   c.rule("", "v1", "pods", admv1.Create, admv1.Update),
-			FailurePolicy:           &c.failurePolicy,
-			MatchPolicy:             &c.matchPolicy,
-			NamespaceSelector:       c.nsSelector,
-			ObjectSelector:          c.objSelector,
-			SideEffects:             &c.sideEffects,
-			TimeoutSeconds:          &c.timeout,
-			AdmissionReviewVersions: c.reviewVersions,
-			MatchConditions:         c.podMatchConds,
-		}, {
-			Name:                    NADConfigWebhook,
-			ClientConfig:            o.clientConfig(webhook.ValidateNADsPath, caBundle),
-			Rules:                   c.rule(nadv1.GroupName, nadv1.Version, nadv1.NetworkAttachmentDefinitionResource, admv1.Create, admv1.Update),
-			FailurePolicy:           &c.failurePolicy,
-			MatchPolicy:             &c.matchPolicy,
-			NamespaceSelector:       c.nsSelector,
-			ObjectSelector:          c.objSelector,
-			SideEffects:             &c.sideEffects,
-			TimeoutSeconds:          &c.timeout,
-			AdmissionReviewVersions: c.reviewVersions,
-		}},
+		Webhooks: []admv1.ValidatingWebhook{
+			c.webhook(PodNetworksWebhook, o.clientConfig(webhook.ValidatePodsPath, caBundle),
+				c.rule("", "v1", "pods", admv1.Create, admv1.Update), c.podMatchConds),
+			c.webhook(NADConfigWebhook, o.clientConfig(webhook.ValidateNADsPath, caBundle),
+				c.rule(nadv1.GroupName, nadv1.Version, nadv1.NetworkAttachmentDefinitionResource, admv1.Create, admv1.Update), nil),
+		},
 	}
 	return mwc, vwc, nil
 }
