@@ -67,6 +67,8 @@ func NewRootCommand(s Streams) *cobra.Command {
 		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("%w\nSee '%s --help'.", err, c.CommandPath())}
 	})
 	root.AddCommand(newLintCommand(s))
+	root.AddCommand(newGetCommand(s))
+	root.AddCommand(newExplainCommand(s))
 	return root
 }
 

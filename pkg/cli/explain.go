@@ -1,0 +1,109 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
+	"github.com/multinet/multinet/pkg/explain"
+	"github.com/multinet/multinet/pkg/selection"
+)
+
+type explainOptions struct {
+	output             string
+	namespaceIsolation bool
+	globalNamespaces   []string
+	clients            clientsFunc
+}
+
+func newExplainCommand(s Streams) *cobra.Command {
+	o := &explainOptions{}
+	cmd := &cobra.Command{
+		Use:   "explain POD [-n NAMESPACE] [-o json|yaml]",
+		Short: "Show what multinetd would run for a pod, and why an attachment would fail",
+		Long: `Work out from the API alone what multinetd runs for a pod (NPWG multi-net
+spec v1.3): the network selection elements of its k8s.v1.cni.cncf.io/networks
+annotation, each NetworkAttachmentDefinition, the CNI config list it resolves
+to, the interface name, the runtimeConfig (capability args) and args.cni each
+attachment gets, the device resource, and why an attachment would fail
+(missing NetworkAttachmentDefinition, unusable spec.config, a capability no
+plugin declares, namespace isolation, an invalid annotation, missing device
+requests). The pod's current network-status is shown too.
+
+What lives only on the node is not visible and is said so: the cluster-wide
+default network, the CNI config of a NetworkAttachmentDefinition without
+spec.config, the devices kubelet allocates.
+
+Exit status: 0 the pod was explained (also when an attachment would fail:
+see "Result" or "ok"), 1 the pod or a NetworkAttachmentDefinition could not be
+read, 2 bad usage.`,
+		Example: `  kubectl multinet explain web-0 -n prod
+  kubectl multinet explain web-0 -o json | jq '.attachments[] | {network, interface, error}'
+  kubectl multinet explain web-0 --namespace-isolation --global-namespaces=default`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return o.run(cmd.Context(), s, args[0])
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.output, "output", "o", "", "output format: empty for text, json or yaml")
+	f.BoolVar(&o.namespaceIsolation, "namespace-isolation", false, "check namespace isolation as multinetd's namespaceIsolation does: the pod may select only NADs of its own namespace and --global-namespaces (spec §7.4)")
+	f.StringSliceVar(&o.globalNamespaces, "global-namespaces", nil, "comma-separated namespaces whose NADs every pod may select under isolation (multinetd's globalNamespaces); implies --namespace-isolation")
+	o.clients = addClusterFlags(cmd)
+	return cmd
+}
+
+func (o *explainOptions) run(ctx context.Context, s Streams, name string) error {
+	if !slices.Contains([]string{"", "json", "yaml"}, o.output) {
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("explain: --output %q: must be empty, json or yaml", o.output)}
+	}
+	c, err := o.clients()
+	if err != nil {
+		return failed(err)
+	}
+	pod, err := call(ctx, c, func(ctx context.Context) (*corev1.Pod, error) {
+		return c.Core.Pods(c.Namespace).Get(ctx, name, metav1.GetOptions{})
+	})
+	if apierrors.IsNotFound(err) {
+		return failed(fmt.Errorf("pod %s/%s not found", c.Namespace, name))
+	}
+	if err != nil {
+		return failed(fmt.Errorf("get pod %s/%s: %w", c.Namespace, name, err))
+	}
+	opts := explain.Options{}
+	if o.namespaceIsolation || len(o.globalNamespaces) > 0 {
+		opts.Isolation = &selection.IsolationPolicy{Enabled: true, GlobalNamespaces: trimAll(o.globalNamespaces)}
+	}
+	getNAD := func(ctx context.Context, namespace, name string) (*nadv1.NetworkAttachmentDefinition, error) {
+		return call(ctx, c, func(ctx context.Context) (*nadv1.NetworkAttachmentDefinition, error) {
+			return c.NADs.NetworkAttachmentDefinitions(namespace).Get(ctx, name, metav1.GetOptions{})
+		})
+	}
+	x, err := explain.Explain(ctx, pod, getNAD, opts)
+	if err != nil {
+		return failed(err)
+	}
+	if o.output != "" {
+		return writeStructured(s.Out, x, o.output)
+	}
+	return explain.WriteText(s.Out, x)
+}
+
+// trimAll drops blanks around the items of a comma-separated flag and the
+// empty items.
+func trimAll(items []string) []string {
+	var out []string
+	for _, it := range items {
+		if it = strings.TrimSpace(it); it != "" {
+			out = append(out, it)
+		}
+	}
+	return out
+}
