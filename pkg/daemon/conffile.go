@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
@@ -172,7 +173,7 @@ func (f *confFile) run(ctx context.Context, resync time.Duration, written func()
 		case <-ctx.Done():
 			return
 		case ev := <-events:
-			if filepath.Base(ev.Name) == filepath.Base(f.path)+".tmp" || ev.Op == fsnotify.Chmod {
+			if strings.HasPrefix(filepath.Base(ev.Name), "."+filepath.Base(f.path)+".tmp-") || ev.Op == fsnotify.Chmod {
 				continue
 			}
 			check("fsnotify " + ev.Name)
