@@ -64,8 +64,8 @@ demo: ## cluster up + a Deployment pod on the default network
 	hack/demo.sh
 
 .PHONY: images
-images: ## container images of the components (not yet)
-	@echo "make images: not yet — the components run as host processes in the local cluster for now"
+images: ## OCI images of multinetd, webhook, deviceplugin into _output/images (imported when the local cluster runs; IMPORT=0|1, IMAGE_REPO, IMAGE_TAG)
+	hack/images.sh
 
 .PHONY: clean
 clean: ## stop the cluster if it runs, remove _output/

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# images.sh (make images): builds multinet's container images without a
+# container engine and, on the local cluster, imports them into containerd.
+#
+#   1. static binaries (CGO_ENABLED=0, -trimpath, version stamped) of
+#      multinetd, multinet-shim, multinet-netdev, multinet-install,
+#      multinet-webhook and multinet-deviceplugin into _output/images/bin;
+#   2. hack/tools/images: one OCI image each, from scratch, written as
+#      docker-archive tarballs _output/images/{multinetd,webhook,deviceplugin}.tar
+#      and the list _output/images/images.txt ("<name> <ref>");
+#   3. IMPORT=1 (or IMPORT=auto, the default, when the local cluster's
+#      containerd answers): ctr -n k8s.io images import of each tarball.
+#
+# Environment:
+#   IMAGE_REPO   repository prefix (default localhost/multinet): <repo>/multinetd:<tag>
+#   IMAGE_TAG    tag (default: the VERSION file, else `git describe --always --dirty`)
+#   EXTRA_TAGS   more tags on the same images (default "dev", which
+#                deploy/overlays/local refers to); "" for none
+#   IMPORT       1 | 0 | auto (default auto)
+#   GOARCH       target architecture (default: the host's)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+OUT=$ROOT/_output/images
+BIN=$OUT/bin
+TOOLS=$ROOT/_output/tools
+IMAGE_REPO=${IMAGE_REPO:-localhost/multinet}
+EXTRA_TAGS=${EXTRA_TAGS-dev}
+IMPORT=${IMPORT:-auto}
+GOARCH=${GOARCH:-$(go env GOARCH)}
+
+log() { printf '%s [images] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# image_tag prints the tag: VERSION, else git describe; characters a tag
+# may not hold ([A-Za-z0-9_.-], 128 at most) become '-'.
+image_tag() {
+  local t
+  if [[ -n ${IMAGE_TAG:-} ]]; then
+    t=$IMAGE_TAG
+  elif [[ -s VERSION ]]; then
+    t=$(head -n1 VERSION)
+  else
+    t=$(git describe --always --dirty 2>/dev/null || echo dev)
+  fi
+  t=$(printf '%s' "$t" | tr -c 'A-Za-z0-9_.-' '-')
+  [[ $t =~ ^[A-Za-z0-9_] ]] || t="v$t"
+  printf '%s' "${t:0:128}"
+}
+
+TAG=$(image_tag)
+REVISION=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+mkdir -p "$BIN" "$TOOLS"
+
+log "building static binaries ($GOARCH, version $TAG) into ${BIN#"$ROOT"/}"
+t0=$SECONDS
+CGO_ENABLED=0 GOOS=linux GOARCH=$GOARCH go build -trimpath \
+  -ldflags "-s -w -X main.version=$TAG" -o "$BIN/" \
+  ./cmd/multinetd ./cmd/multinet-shim ./cmd/multinet-netdev ./cmd/multinet-install \
+  ./cmd/multinet-webhook ./cmd/multinet-deviceplugin
+log "binaries built in $((SECONDS - t0))s"
+
+go build -o "$TOOLS/images" ./hack/tools/images
+tags=$TAG
+for t in $EXTRA_TAGS; do [[ $t == "$TAG" ]] || tags+=",$t"; done
+"$TOOLS/images" -bin-dir "$BIN" -out-dir "$OUT" -repo "$IMAGE_REPO" -tags "$tags" \
+  -version "$TAG" -revision "$REVISION" -arch "$GOARCH"
+
+# containerd_up says whether the local cluster's containerd answers.
+containerd_up() {
+  [[ -f $ROOT/_output/cluster/env ]] || return 1
+  # shellcheck disable=SC1091
+  (set -a && . "$ROOT/_output/cluster/env" && [[ -S $CONTAINERD_SOCKET ]] &&
+    ctr --address "$CONTAINERD_SOCKET" version >/dev/null 2>&1)
+}
+
+case $IMPORT in
+1 | true | yes) containerd_up || die "IMPORT=1 but the local cluster's containerd does not answer (make cluster-up)" ;;
+auto) containerd_up || { log "local cluster not running: not importing (IMPORT=1 to insist)"; exit 0; } ;;
+*) exit 0 ;;
+esac
+# shellcheck disable=SC1091
+set -a && . "$ROOT/_output/cluster/env" && set +a
+for name in multinetd webhook deviceplugin; do
+  ctr --address "$CONTAINERD_SOCKET" -n "$CONTAINERD_NAMESPACE" images import \
+    "$OUT/$name.tar" >/dev/null || die "ctr images import $OUT/$name.tar failed"
+done
+log "imported into containerd ($CONTAINERD_NAMESPACE): $(awk '{print $2}' "$OUT/images.txt" | tr '\n' ' ')"
