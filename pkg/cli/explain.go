@@ -24,6 +24,13 @@ type explainOptions struct {
 }
 
 func newExplainCommand(s Streams) *cobra.Command {
+	cmd, _ := explainCommand(s)
+	return cmd
+}
+
+// explainCommand returns the explain command and its options, whose clients
+// tests replace.
+func explainCommand(s Streams) (*cobra.Command, *explainOptions) {
 	o := &explainOptions{}
 	cmd := &cobra.Command{
 		Use:   "explain POD [-n NAMESPACE] [-o json|yaml]",
@@ -57,7 +64,7 @@ read, 2 bad usage.`,
 	f.BoolVar(&o.namespaceIsolation, "namespace-isolation", false, "check namespace isolation as multinetd's namespaceIsolation does: the pod may select only NADs of its own namespace and --global-namespaces (spec §7.4)")
 	f.StringSliceVar(&o.globalNamespaces, "global-namespaces", nil, "comma-separated namespaces whose NADs every pod may select under isolation (multinetd's globalNamespaces); implies --namespace-isolation")
 	o.clients = addClusterFlags(cmd)
-	return cmd
+	return cmd, o
 }
 
 func (o *explainOptions) run(ctx context.Context, s Streams, name string) error {

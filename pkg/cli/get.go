@@ -27,6 +27,13 @@ type getOptions struct {
 }
 
 func newGetCommand(s Streams) *cobra.Command {
+	cmd, _ := getCommand(s)
+	return cmd
+}
+
+// getCommand returns the get command and its options, whose clients tests
+// replace.
+func getCommand(s Streams) (*cobra.Command, *getOptions) {
 	o := &getOptions{}
 	cmd := &cobra.Command{
 		Use:   "get pods [NAME ...] [-n NAMESPACE | -A] [-l SELECTOR] [-o wide|json|yaml]",
@@ -56,7 +63,7 @@ Exit status: 0 success, 1 an API call failed or a named pod does not exist,
 	f.StringVarP(&o.output, "output", "o", "", "output format: empty for a table, wide to add MTU, DEFAULT-ROUTE and DNS, json or yaml for a list of {namespace, name, networks}")
 	f.BoolVar(&o.attachedOnly, "attached-only", false, "leave out pods without a network-status annotation")
 	o.clients = addClusterFlags(cmd)
-	return cmd
+	return cmd, o
 }
 
 // podNetworks is one pod in the json and yaml output of get.
