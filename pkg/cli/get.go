@@ -107,13 +107,16 @@ func (o *getOptions) run(ctx context.Context, s Streams, args []string) error {
 		}
 		out = append(out, p)
 	}
-	if len(out) == 0 && len(missing) == 0 && (o.output == "" || o.output == "wide") {
-		where := "in " + c.Namespace + " namespace"
-		if o.allNamespaces {
-			where = "in any namespace"
+	if len(out) == 0 && (o.output == "" || o.output == "wide") {
+		// As kubectl: no table header, and a message when nothing failed.
+		if len(missing) == 0 {
+			where := "in " + c.Namespace + " namespace"
+			if o.allNamespaces {
+				where = "in any namespace"
+			}
+			fmt.Fprintf(s.ErrOut, "No pods found %s.\n", where)
 		}
-		fmt.Fprintf(s.ErrOut, "No pods found %s.\n", where)
-		return nil
+		return failed(errors.Join(missing...))
 	}
 	if err := writePodNetworks(s.Out, out, o.output, o.allNamespaces); err != nil {
 		return err

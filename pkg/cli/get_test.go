@@ -155,6 +155,8 @@ func TestGetTable(t *testing.T) {
 			stdout: "POD     NETWORK   INTERFACE   IPS      MAC      DEVICE   DEFAULT\n" +
 				"plain   <none>    <none>      <none>   <none>   <none>   <none>\n",
 			stderr: "error: pod ns1/nope not found\n"},
+		{name: "only missing pods: no header", args: []string{"pods", "nope", "gone"}, code: ExitFailed,
+			stderr: "error: pod ns1/nope not found\npod ns1/gone not found\n"},
 		{name: "not pods", args: []string{"nads"}, code: ExitUsage, stderr: `error: get: resource type "nads": only pods are supported` + "\n"},
 		{name: "bad output", args: []string{"pods", "-o", "name"}, code: ExitUsage, stderr: `error: get: --output "name": must be empty, wide, json or yaml` + "\n"},
 		{name: "names and selector", args: []string{"pods", "a", "-l", "x=y"}, code: ExitUsage, stderr: "error: get: pod names cannot be given with --selector\n"},
