@@ -83,7 +83,7 @@ type Meta struct {
 
 // buildImage returns the image for spec: one layer holding the binaries
 // (content from bins, keyed by File.Binary), /etc/passwd and /etc/group
-// with root and nonroot, and /tmp; the config sets entrypoint, user,
+// with root and nonroot, /tmp, /run and /var/run -> /run; the config sets entrypoint, user,
 // platform and OCI labels. Timestamps come from meta.Created only, so the
 // same binaries give the same digest.
 func buildImage(spec Spec, bins map[string][]byte, meta Meta) (v1.Image, error) {
@@ -132,14 +132,17 @@ func buildImage(spec Spec, bins map[string][]byte, meta Meta) (v1.Image, error) 
 	return img, nil
 }
 
-// rootfsTar returns the layer's tar stream: parent directories first, then
-// files, sorted, owned by root, with fixed times.
+// rootfsTar returns the layer's tar stream: directories first (parents
+// before children), then symlinks, then files, each group sorted, owned by root, with fixed times.
 func rootfsTar(spec Spec, bins map[string][]byte, mtime time.Time) ([]byte, error) {
 	files := map[string]tarFile{
 		"etc/passwd": {mode: 0o644, data: []byte(fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", NonRoot, NonRoot))},
 		"etc/group":  {mode: 0o644, data: []byte(fmt.Sprintf("root:x:0:\nnonroot:x:%d:\n", NonRoot))},
 	}
-	dirs := map[string]int64{"tmp": 0o1777, "etc": 0o755, "root": 0o700}
+	dirs := map[string]int64{"tmp": 0o1777, "etc": 0o755, "root": 0o700, "run": 0o755, "var": 0o755}
+	// /var/run is /run, as on the hosts: host paths under either name
+	// (netns, device-info, sockets) can be mounted at the same path.
+	links := map[string]string{"var/run": "../run"}
 	for _, f := range spec.Files {
 		data, ok := bins[f.Binary]
 		if !ok {
@@ -166,6 +169,11 @@ func rootfsTar(spec Spec, bins map[string][]byte, mtime time.Time) ([]byte, erro
 	for _, d := range sortedKeys(dirs) {
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: dirs[d], ModTime: mtime, Format: tar.FormatPAX}); err != nil {
 			return nil, fmt.Errorf("tar %s: %w", d, err)
+		}
+	}
+	for _, name := range sortedKeys(links) {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: links[name], Mode: 0o777, ModTime: mtime, Format: tar.FormatPAX}); err != nil {
+			return nil, fmt.Errorf("tar %s: %w", name, err)
 		}
 	}
 	for _, name := range sortedKeys(files) {

@@ -80,7 +80,7 @@ func layerEntries(t *testing.T, img v1.Image) map[string]entry {
 			t.Errorf("duplicate entry %s", h.Name)
 		}
 		b, _ := io.ReadAll(tr)
-		out[h.Name] = entry{typ: h.Typeflag, mode: h.Mode, uid: h.Uid, gid: h.Gid, data: string(b)}
+		out[h.Name] = entry{typ: h.Typeflag, mode: h.Mode, uid: h.Uid, gid: h.Gid, data: string(b) + h.Linkname}
 	}
 }
 
@@ -127,7 +127,10 @@ func TestMultinetdImage(t *testing.T) {
 	if e := entries["tmp"]; e.mode != 0o1777 {
 		t.Errorf("tmp mode = %o, want 1777", e.mode)
 	}
-	want := 4 + 2 + 1 + 1 + 8 // binaries, passwd+group, tmp, root, parent dirs
+	if e := entries["var/run"]; e.typ != tar.TypeSymlink || e.data != "../run" {
+		t.Errorf("var/run type %c, want a symlink to ../run", e.typ)
+	}
+	want := 4 + 2 + 4 + 1 + 8 // binaries, passwd+group, tmp+root+run+var, var/run, parent dirs
 	if len(entries) != want {
 		names := make([]string, 0, len(entries))
 		for n := range entries {

@@ -1,0 +1,519 @@
+// Package deploy_test renders the kustomize overlays of deploy/ in process
+// (sigs.k8s.io/kustomize/api, what `kubectl apply -k` runs) and checks what
+// the install depends on: the DaemonSets' probes, priority, mounts and update
+// strategy, least-privilege RBAC, the webhook configurations against
+// registration.Render, and the generated files being current.
+package deploy_test
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	admv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+
+	"github.com/multinet/multinet/pkg/daemon"
+	"github.com/multinet/multinet/pkg/webhook/registration"
+)
+
+var update = flag.Bool("update", false, "rewrite deploy/base/webhook-configurations.yaml from registration.Render")
+
+// objects is a rendered overlay, by "Kind/name".
+type objects map[string][]byte
+
+func render(t *testing.T, dir string) objects {
+	t.Helper()
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	rm, err := k.Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v", dir, err)
+	}
+	out := objects{}
+	for _, r := range rm.Resources() {
+		b, err := r.AsYAML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := r.GetKind() + "/" + r.GetName()
+		if _, dup := out[key]; dup {
+			t.Errorf("%s: %s twice", dir, key)
+		}
+		out[key] = b
+	}
+	return out
+}
+
+// get decodes the object key ("Kind/name"; ConfigMaps by name prefix, as
+// their names carry a content hash) into into.
+func (o objects) get(t *testing.T, key string, into any) {
+	t.Helper()
+	b, ok := o[key]
+	if !ok && strings.HasPrefix(key, "ConfigMap/") {
+		for k, v := range o {
+			if strings.HasPrefix(k, key+"-") {
+				b, ok = v, true
+			}
+		}
+	}
+	if !ok {
+		t.Fatalf("%s not rendered; have %v", key, o.keys())
+	}
+	if err := yaml.UnmarshalStrict(b, into); err != nil {
+		t.Fatalf("%s: %v", key, err)
+	}
+}
+
+func (o objects) keys() []string {
+	var ks []string
+	for k := range o {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+var overlays = []string{"overlays/default", "overlays/local"}
+
+func TestOverlaysRender(t *testing.T) {
+	for _, dir := range overlays {
+		t.Run(dir, func(t *testing.T) {
+			o := render(t, dir)
+			for _, want := range []string{
+				"Namespace/multinet-system",
+				"CustomResourceDefinition/network-attachment-definitions.k8s.cni.cncf.io",
+				"CustomResourceDefinition/ipamclaims.k8s.cni.cncf.io",
+				"ServiceAccount/multinetd", "ServiceAccount/multinet-webhook", "ServiceAccount/multinet-deviceplugin",
+				"ClusterRole/multinet:multinetd", "ClusterRoleBinding/multinet:multinetd",
+				"ClusterRole/multinet:webhook", "ClusterRoleBinding/multinet:webhook",
+				"Role/multinet:webhook", "RoleBinding/multinet:webhook",
+				"DaemonSet/multinetd", "DaemonSet/multinet-deviceplugin",
+				"Deployment/multinet-webhook", "Service/multinet-webhook",
+				"MutatingWebhookConfiguration/multinet-webhook", "ValidatingWebhookConfiguration/multinet-webhook",
+			} {
+				if _, ok := o[want]; !ok {
+					t.Errorf("%s missing; rendered %v", want, o.keys())
+				}
+			}
+			for key, b := range o {
+				var meta struct {
+					Metadata struct {
+						Namespace string
+						Labels    map[string]string
+					}
+				}
+				if err := yaml.Unmarshal(b, &meta); err != nil {
+					t.Fatal(err)
+				}
+				if meta.Metadata.Labels["app.kubernetes.io/part-of"] != "multinet" {
+					t.Errorf("%s lacks the part-of label (kubectl delete -l app.kubernetes.io/part-of=multinet)", key)
+				}
+				if strings.HasPrefix(key, "CustomResourceDefinition/") && meta.Metadata.Labels["app.kubernetes.io/component"] != "crds" {
+					t.Errorf("%s lacks app.kubernetes.io/component=crds (uninstall keeping NADs selects on it)", key)
+				}
+				if ns := meta.Metadata.Namespace; ns != "" && ns != "multinet-system" {
+					t.Errorf("%s in namespace %q", key, ns)
+				}
+			}
+		})
+	}
+}
+
+func container(t *testing.T, spec corev1.PodSpec, name string) corev1.Container {
+	t.Helper()
+	for _, c := range append(spec.InitContainers, spec.Containers...) {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("no container %q", name)
+	return corev1.Container{}
+}
+
+func TestMultinetdDaemonSet(t *testing.T) {
+	for _, dir := range overlays {
+		t.Run(dir, func(t *testing.T) {
+			o := render(t, dir)
+			var ds appsv1.DaemonSet
+			o.get(t, "DaemonSet/multinetd", &ds)
+			spec := ds.Spec.Template.Spec
+			if !spec.HostNetwork || spec.PriorityClassName != "system-node-critical" || spec.ServiceAccountName != "multinetd" {
+				t.Errorf("hostNetwork %v, priorityClassName %q, serviceAccount %q", spec.HostNetwork, spec.PriorityClassName, spec.ServiceAccountName)
+			}
+			if s := ds.Spec.UpdateStrategy; s.Type != appsv1.RollingUpdateDaemonSetStrategyType || s.RollingUpdate == nil || s.RollingUpdate.MaxUnavailable.String() != "1" {
+				t.Errorf("updateStrategy = %+v, want RollingUpdate maxUnavailable 1", s)
+			}
+			if !slices.ContainsFunc(spec.Tolerations, func(tl corev1.Toleration) bool { return tl.Operator == corev1.TolerationOpExists && tl.Key == "" }) {
+				t.Error("multinetd must tolerate every taint: it is the node's CNI")
+			}
+
+			c := container(t, spec, "multinetd")
+			if c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged {
+				t.Error("multinetd must be privileged (netns, links, delegates)")
+			}
+			for probe, path := range map[*corev1.Probe]string{c.LivenessProbe: "/healthz", c.ReadinessProbe: "/readyz"} {
+				if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != path || probe.HTTPGet.Host != "127.0.0.1" || probe.HTTPGet.Port.IntValue() != 9390 {
+					t.Errorf("probe %s = %+v, want httpGet 127.0.0.1:9390%s", path, probe, path)
+				}
+			}
+			if c.Resources.Requests.Memory().IsZero() || c.Resources.Requests.Cpu().IsZero() || c.Resources.Limits.Memory().IsZero() {
+				t.Errorf("resources = %+v, want cpu/memory requests and a memory limit", c.Resources)
+			}
+			if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+				return e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName"
+			}) {
+				t.Error("NODE_NAME must come from the downward API (spec.nodeName)")
+			}
+
+			// The configuration the daemon loads, with the container's mounts.
+			var cm corev1.ConfigMap
+			o.get(t, "ConfigMap/multinetd-config", &cm)
+			cfgPath := filepath.Join(t.TempDir(), "multinetd.yaml")
+			if err := os.WriteFile(cfgPath, []byte(cm.Data["multinetd.yaml"]), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := daemon.LoadConfig(cfgPath)
+			if err != nil {
+				t.Fatalf("multinetd.yaml does not load: %v", err)
+			}
+			t.Setenv("NODE_NAME", "node-a")
+			if err := cfg.Complete(); err != nil {
+				t.Fatalf("multinetd.yaml is not a valid configuration: %v", err)
+			}
+			mounts := mountsByPath(t, spec, c)
+			if !strings.HasPrefix(cfg.MetricsAddress, "127.0.0.1:9390") {
+				t.Errorf("metricsAddress %q, want 127.0.0.1:9390 (probed by the kubelet)", cfg.MetricsAddress)
+			}
+			for what, p := range map[string]string{
+				"socketPath dir": filepath.Dir(cfg.SocketPath), "cniConfDir": cfg.CNIConfDir, "stateDir": cfg.StateDir,
+				"devInfoRoot": cfg.DevInfoRoot, "podResourcesSocket dir": filepath.Dir(cfg.PodResourcesSocket),
+			} {
+				m, ok := mounts[p]
+				if !ok {
+					t.Errorf("%s %s is not a mount of the container", what, p)
+					continue
+				}
+				if m.hostPath != p {
+					t.Errorf("%s: host path %s mounted at %s; they must be the same path", what, m.hostPath, p)
+				}
+			}
+			for _, d := range cfg.CNIBinDirs {
+				if m, ok := mounts[d]; !ok || m.hostPath != d || !m.readOnly {
+					t.Errorf("cniBinDirs %s: mount %+v, want the host dir at the same path, read-only", d, m)
+				}
+			}
+			if f := cfg.DefaultNetwork.File; f != "" {
+				if m, ok := mounts[filepath.Dir(f)]; !ok || m.hostPath != filepath.Dir(f) {
+					t.Errorf("defaultNetwork.file %s: its dir is not mounted at the same path", f)
+				}
+			}
+			netns := 0
+			for p, m := range mounts {
+				if strings.HasSuffix(p, "/netns") {
+					netns++
+					if m.propagation != corev1.MountPropagationHostToContainer {
+						t.Errorf("netns mount %s: propagation %q, want HostToContainer", p, m.propagation)
+					}
+				}
+				if m.hostPath != "" && m.hostPath != p {
+					t.Errorf("host path %s mounted at %s: mount host paths at the same path", m.hostPath, p)
+				}
+				if strings.HasSuffix(m.hostPath, ".sock") || m.hostPath == "/" || m.hostPath == "/var/lib/kubelet" {
+					t.Errorf("host path %s: mount only the directories the daemon needs (a socket's dir, not the socket)", m.hostPath)
+				}
+			}
+			if netns != 1 {
+				t.Errorf("%d netns mounts, want 1", netns)
+			}
+
+			install := container(t, spec, "install-cni")
+			if install.Image != c.Image || len(install.Command) == 0 || !strings.HasSuffix(install.Command[0], "multinet-install") {
+				t.Errorf("init container: image %s command %q, want multinet-install from %s", install.Image, install.Command, c.Image)
+			}
+			binDir := argValue(install.Args, "--cni-bin-dir")
+			if !slices.Contains(cfg.CNIBinDirs, binDir) {
+				t.Errorf("installer --cni-bin-dir %q not among the daemon's cniBinDirs %q", binDir, cfg.CNIBinDirs)
+			}
+			if argValue(install.Args, "--cni-conf-dir") != cfg.CNIConfDir {
+				t.Errorf("installer --cni-conf-dir %q, daemon cniConfDir %q", argValue(install.Args, "--cni-conf-dir"), cfg.CNIConfDir)
+			}
+		})
+	}
+}
+
+type mountInfo struct {
+	hostPath    string
+	readOnly    bool
+	propagation corev1.MountPropagationMode
+}
+
+// mountsByPath maps c's mount paths to their volumes' host paths.
+func mountsByPath(t *testing.T, spec corev1.PodSpec, c corev1.Container) map[string]mountInfo {
+	t.Helper()
+	vols := map[string]corev1.Volume{}
+	for _, v := range spec.Volumes {
+		vols[v.Name] = v
+	}
+	out := map[string]mountInfo{}
+	for _, m := range c.VolumeMounts {
+		v, ok := vols[m.Name]
+		if !ok {
+			t.Errorf("mount %s: no volume %q", m.MountPath, m.Name)
+			continue
+		}
+		mi := mountInfo{readOnly: m.ReadOnly}
+		if m.MountPropagation != nil {
+			mi.propagation = *m.MountPropagation
+		}
+		if v.HostPath != nil {
+			mi.hostPath = v.HostPath.Path
+		}
+		out[m.MountPath] = mi
+	}
+	return out
+}
+
+func argValue(args []string, flagName string) string {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, flagName+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func TestWebhookAndDevicePlugin(t *testing.T) {
+	for _, dir := range overlays {
+		t.Run(dir, func(t *testing.T) {
+			o := render(t, dir)
+			var d appsv1.Deployment
+			o.get(t, "Deployment/multinet-webhook", &d)
+			spec := d.Spec.Template.Spec
+			c := container(t, spec, "webhook")
+			if sc := spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.RunAsUser == nil || *sc.RunAsUser != 65532 {
+				t.Errorf("webhook pod securityContext %+v, want non-root 65532", sc)
+			}
+			if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+				t.Errorf("webhook readiness probe %+v", c.ReadinessProbe)
+			}
+			if slices.Contains(c.Args, "--manage-webhook-configurations") {
+				t.Error("the configurations are applied from deploy/; the webhook's RBAC does not allow it to create them")
+			}
+			_, hasPDB := o["PodDisruptionBudget/multinet-webhook"]
+			switch dir {
+			case "overlays/default":
+				if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 || !hasPDB {
+					t.Errorf("replicas %v, PDB %v: want 2 replicas and a PodDisruptionBudget", d.Spec.Replicas, hasPDB)
+				}
+				var pdb struct {
+					Spec struct {
+						MinAvailable int `json:"minAvailable"`
+					}
+				}
+				if err := yaml.Unmarshal(o["PodDisruptionBudget/multinet-webhook"], &pdb); err != nil || pdb.Spec.MinAvailable != 1 {
+					t.Errorf("PDB minAvailable %d (%v), want 1", pdb.Spec.MinAvailable, err)
+				}
+			case "overlays/local":
+				if !spec.HostNetwork || hasPDB {
+					t.Errorf("local: hostNetwork %v, PDB %v; want the host network (API server → 127.0.0.1) and no PDB for one replica", spec.HostNetwork, hasPDB)
+				}
+				for _, p := range append(append([]corev1.Container{}, spec.Containers...), spec.InitContainers...) {
+					if p.ImagePullPolicy != corev1.PullNever || !strings.HasPrefix(p.Image, "localhost/multinet/") {
+						t.Errorf("local container %s: image %s pull %s, want localhost/multinet/* and Never", p.Name, p.Image, p.ImagePullPolicy)
+					}
+				}
+			}
+
+			var dp appsv1.DaemonSet
+			o.get(t, "DaemonSet/multinet-deviceplugin", &dp)
+			dps := dp.Spec.Template.Spec
+			if dps.AutomountServiceAccountToken == nil || *dps.AutomountServiceAccountToken {
+				t.Error("the device plugin never calls the API server: automountServiceAccountToken must be false")
+			}
+			if dps.PriorityClassName != "system-node-critical" {
+				t.Errorf("device plugin priorityClassName %q", dps.PriorityClassName)
+			}
+			var pools corev1.ConfigMap
+			o.get(t, "ConfigMap/deviceplugin-config", &pools)
+			if !strings.Contains(pools.Data["deviceplugin.yaml"], "pools:") {
+				t.Errorf("deviceplugin.yaml = %q", pools.Data["deviceplugin.yaml"])
+			}
+			mounts := mountsByPath(t, dps, container(t, dps, "deviceplugin"))
+			if _, ok := mounts["/var/lib/kubelet/device-plugins"]; !ok {
+				t.Error("the device plugin needs kubelet's device-plugins dir")
+			}
+		})
+	}
+}
+
+// rules returns the rules of a ClusterRole or Role.
+func rules(t *testing.T, o objects, key string) []rbacv1.PolicyRule {
+	t.Helper()
+	var r rbacv1.ClusterRole
+	o.get(t, key, &r)
+	return r.Rules
+}
+
+// allows reports whether rules grant verb on group/resource (name "" = any
+// object), following RBAC's matching (including "*").
+func allows(rules []rbacv1.PolicyRule, verb, group, resource, name string) bool {
+	match := func(list []string, v string) bool { return slices.Contains(list, v) || slices.Contains(list, "*") }
+	for _, r := range rules {
+		if match(r.Verbs, verb) && match(r.APIGroups, group) && match(r.Resources, resource) &&
+			(len(r.ResourceNames) == 0 || (name != "" && slices.Contains(r.ResourceNames, name))) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestRBACLeastPrivilege(t *testing.T) {
+	o := render(t, "overlays/default")
+	d := rules(t, o, "ClusterRole/multinet:multinetd")
+	for _, want := range [][3]string{
+		{"list", "", "pods"}, {"watch", "", "pods"}, {"get", "", "pods"}, {"patch", "", "pods/status"},
+		{"create", "", "events"}, {"patch", "", "events"},
+		{"list", "k8s.cni.cncf.io", "network-attachment-definitions"}, {"watch", "k8s.cni.cncf.io", "network-attachment-definitions"},
+		{"list", "k8s.cni.cncf.io", "ipamclaims"},
+	} {
+		if !allows(d, want[0], want[1], want[2], "") {
+			t.Errorf("multinetd cannot %s %s.%s", want[0], want[2], want[1])
+		}
+	}
+	for _, verb := range []string{"get", "list", "watch", "create", "update", "patch", "delete"} {
+		if allows(d, verb, "", "secrets", "x") {
+			t.Errorf("multinetd may %s secrets", verb)
+		}
+	}
+	for _, deny := range [][3]string{
+		{"patch", "", "pods"}, {"update", "", "pods"}, {"delete", "", "pods"},
+		{"create", "k8s.cni.cncf.io", "network-attachment-definitions"}, {"update", "k8s.cni.cncf.io", "network-attachment-definitions"},
+		{"delete", "k8s.cni.cncf.io", "network-attachment-definitions"}, {"get", "", "nodes"}, {"get", "", "configmaps"},
+	} {
+		if allows(d, deny[0], deny[1], deny[2], "x") {
+			t.Errorf("multinetd may %s %s.%s", deny[0], deny[2], deny[1])
+		}
+	}
+
+	w := rules(t, o, "ClusterRole/multinet:webhook")
+	if !allows(w, "list", "k8s.cni.cncf.io", "network-attachment-definitions", "") || allows(w, "update", "k8s.cni.cncf.io", "network-attachment-definitions", "x") {
+		t.Error("webhook: NADs must be read-only")
+	}
+	for _, kind := range []string{"mutatingwebhookconfigurations", "validatingwebhookconfigurations"} {
+		if !allows(w, "update", "admissionregistration.k8s.io", kind, "multinet-webhook") {
+			t.Errorf("webhook cannot update its %s (caBundle)", kind)
+		}
+		if allows(w, "update", "admissionregistration.k8s.io", kind, "someone-elses") || allows(w, "delete", "admissionregistration.k8s.io", kind, "multinet-webhook") {
+			t.Errorf("webhook may change %s other than its own caBundle", kind)
+		}
+	}
+	if allows(w, "get", "", "secrets", "x") || allows(w, "get", "", "pods", "x") {
+		t.Error("webhook: no cluster-wide secrets or pods")
+	}
+	ws := rules(t, o, "Role/multinet:webhook")
+	if !allows(ws, "get", "", "secrets", "multinet-webhook-certs") || !allows(ws, "update", "", "secrets", "multinet-webhook-certs") || !allows(ws, "create", "", "secrets", "") {
+		t.Error("webhook cannot manage its certificate Secret")
+	}
+	if allows(ws, "get", "", "secrets", "other") || allows(ws, "list", "", "secrets", "") || allows(ws, "watch", "", "secrets", "") {
+		t.Error("webhook may read Secrets other than its own")
+	}
+
+	// Every binding names its own ServiceAccount in multinet-system, and
+	// the device plugin has none.
+	for key, b := range o {
+		if !strings.HasSuffix(strings.SplitN(key, "/", 2)[0], "Binding") {
+			continue
+		}
+		var rb rbacv1.ClusterRoleBinding
+		if err := yaml.Unmarshal(b, &rb); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range rb.Subjects {
+			if s.Kind != "ServiceAccount" || s.Namespace != "multinet-system" || s.Name == "multinet-deviceplugin" {
+				t.Errorf("%s: subject %+v", key, s)
+			}
+		}
+	}
+}
+
+// webhookOptions are the options main derives from the Deployment's flags
+// (deploy/base/webhook-deployment.yaml; local: --url).
+func webhookOptions(url string) registration.Options {
+	return registration.Options{
+		MutatingName: "multinet-webhook", ValidatingName: "multinet-webhook",
+		ServiceNamespace: "multinet-system", ServiceName: "multinet-webhook", ServicePort: 443,
+		URL:               url,
+		ExcludeNamespaces: []string{"kube-system", "multinet-system"},
+		TimeoutSeconds:    registration.DefaultTimeoutSeconds,
+	}
+}
+
+// printed is what `multinet-webhook --print-webhook-configurations` writes.
+func printed(t *testing.T, o registration.Options) []byte {
+	t.Helper()
+	mwc, vwc, err := registration.Render(o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts []string
+	for _, obj := range []any{mwc, vwc} {
+		b, err := yaml.Marshal(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, string(b))
+	}
+	return []byte(strings.Join(parts, "---\n"))
+}
+
+func TestWebhookConfigurationsCurrent(t *testing.T) {
+	const file = "base/webhook-configurations.yaml"
+	want := printed(t, webhookOptions(""))
+	if *update {
+		if err := os.WriteFile(file, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("%s is not what the webhook renders; regenerate it:\n  go run ./cmd/multinet-webhook --print-webhook-configurations --namespace multinet-system > deploy/%s\n(or go test ./deploy -run TestWebhookConfigurationsCurrent -update)", file, file)
+	}
+
+	// Rendered overlays: the same webhooks; local with the url clientConfig.
+	for dir, url := range map[string]string{"overlays/default": "", "overlays/local": "https://127.0.0.1:9443"} {
+		o := render(t, dir)
+		mwc, vwc, err := registration.Render(webhookOptions(url), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var gotM admv1.MutatingWebhookConfiguration
+		var gotV admv1.ValidatingWebhookConfiguration
+		o.get(t, "MutatingWebhookConfiguration/multinet-webhook", &gotM)
+		o.get(t, "ValidatingWebhookConfiguration/multinet-webhook", &gotV)
+		if !equality.Semantic.DeepEqual(gotM.Webhooks, mwc.Webhooks) {
+			t.Errorf("%s: mutating webhooks differ from registration.Render(url=%q):\n%s", dir, url, diffYAML(gotM.Webhooks, mwc.Webhooks))
+		}
+		if !equality.Semantic.DeepEqual(gotV.Webhooks, vwc.Webhooks) {
+			t.Errorf("%s: validating webhooks differ from registration.Render(url=%q):\n%s", dir, url, diffYAML(gotV.Webhooks, vwc.Webhooks))
+		}
+	}
+}
+
+func diffYAML(got, want any) string {
+	g, _ := yaml.Marshal(got)
+	w, _ := yaml.Marshal(want)
+	return fmt.Sprintf("got:\n%s\nwant:\n%s", g, w)
+}
