@@ -23,7 +23,9 @@ import (
 // IDs unknown to the pool rank last. When mustInclude is longer than size
 // it is returned as is; when available is too short, all of it is.
 func preferred(devs map[string]pool.Device, available, mustInclude []string, size int) []string {
-	chosen := make([]string, 0, size)
+	// size comes from the request: never allocate by it (a huge
+	// allocation_size must not cost more than the IDs it names).
+	chosen := make([]string, 0, min(max(size, 0), len(mustInclude)+len(available)))
 	in := map[string]bool{}
 	for _, id := range mustInclude {
 		if !in[id] {

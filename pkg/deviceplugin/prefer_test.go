@@ -2,6 +2,7 @@ package deviceplugin
 
 import (
 	"reflect"
+	"runtime"
 	"testing"
 
 	"github.com/multinet/multinet/pkg/deviceplugin/pool"
@@ -45,5 +46,21 @@ func TestPreferred(t *testing.T) {
 				t.Fatalf("preferred = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestPreferredHugeSize: an absurd allocation_size (a malformed request; it
+// once made the plugin allocate 16 GiB) returns what is available without
+// allocating by the size.
+func TestPreferredHugeSize(t *testing.T) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	got := preferred(nil, []string{"b", "a"}, nil, 1<<24)
+	runtime.ReadMemStats(&after)
+	if len(got) != 2 {
+		t.Errorf("preferred = %v, want both available IDs", got)
+	}
+	if d := after.TotalAlloc - before.TotalAlloc; d > 1<<20 {
+		t.Errorf("preferred allocated %d bytes for 2 IDs", d)
 	}
 }
