@@ -121,8 +121,10 @@ up)
   write_config
   component_alive multinetd && stop_daemon
   start_daemon
+  "$MULTINET_ROOT/hack/cluster-devices.sh" up # device plugin, webhook, test devices
   ;;
 down)
+  "$MULTINET_ROOT/hack/cluster-devices.sh" down || log "WARNING: hack/cluster-devices.sh down failed"
   stop_daemon
   ;;
 restart)

@@ -130,9 +130,10 @@ remove_links() {
   done
   ((n > 0)) && note "deleted $n veth(s) on $BRIDGE_NAME"
   # Links the demo (mnd-*) and the end-to-end tests (mne*, mns*, mnf*) made:
-  # their bridges and the macvlan parent.
+  # their bridges and the macvlan parent; the netdev pool's veths (mnv*,
+  # hack/cluster-devices.sh) when its down did not run.
   n=0
-  for l in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -E '^(mnd-|mne|mns|mnf)' || true); do
+  for l in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -E '^(mnd-|mne|mns|mnf|mnv)' || true); do
     ip link delete "$l" 2>/dev/null && n=$((n + 1))
   done
   ((n > 0)) && note "deleted $n link(s) of the demo and the tests"
