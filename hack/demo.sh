@@ -3,8 +3,9 @@
 # multinetd as its CNI (default network: bridge + host-local), applies
 # examples/ (NetworkAttachmentDefinitions for a bridge, a bridge with static
 # addresses, a macvlan on a host link this script creates, and a network in a
-# second namespace; a Deployment whose pod selects them), waits for the pod
-# and prints its network-status and `ip addr` from inside it.
+# second namespace; a Deployment whose pod selects them; a vhost-user device
+# network and a pod using it), waits for the pods and prints their
+# network-status (the device pod's with its device-info) and `ip addr`.
 # The cluster stays up; make cluster-down stops it and removes everything.
 set -euo pipefail
 
@@ -25,10 +26,17 @@ if ! ip link show mnd-uplink >/dev/null 2>&1; then
 fi
 
 # host-local's data dir goes under the cluster's state, not the host's /var/lib/cni.
-for f in "$MULTINET_ROOT"/examples/*.yaml; do
+manifests=$(for f in "$MULTINET_ROOT"/examples/*.yaml; do
   sed "s#/var/lib/cni/networks#$CNI_IPAM_DIR#g; s#localhost/multinet/busybox:v1#$TEST_IMAGE#g" "$f"
   echo "---"
-done | kc apply -f - >/dev/null
+done)
+# Retried: multinet-webhook denies a pod whose NAD its informer has not seen
+# yet, and the NADs are created by the same apply a moment earlier.
+for attempt in 1 2 3; do
+  kc apply -f - >/dev/null <<<"$manifests" && break
+  ((attempt < 3)) || die "kubectl apply of examples/ failed"
+  sleep 2
+done
 log "applied examples/: $(kc get net-attach-def -A --no-headers | wc -l) NetworkAttachmentDefinitions, Deployment multinet-demo/multinet-demo"
 
 kc -n multinet-demo rollout status deployment/multinet-demo --timeout=120s >&2
@@ -49,7 +57,19 @@ for pod in $pods; do
   summary_ifaces=$(kc -n multinet-demo get pod "$pod" -o jsonpath="{.metadata.annotations.$status_key}" |
     jq -r 'map("\(.interface)=\(.name)[\((.ips // []) | join(","))]") | join(" ")')
 done
+# The device-backed pod of examples/30-devices.yaml: the webhook injected its
+# multinet.io/vhost request, and vhost0 reports the slot's device-info.
+kc -n multinet-demo wait --for=condition=Ready pod/multinet-demo-devices --timeout=120s >/dev/null
+echo
+echo "=== pod multinet-demo/multinet-demo-devices: resources (injected by multinet-webhook)"
+kc -n multinet-demo get pod multinet-demo-devices -o jsonpath='{.spec.containers[0].resources}' | jq -c .
+echo "=== pod multinet-demo/multinet-demo-devices: k8s.v1.cni.cncf.io/network-status"
+kc -n multinet-demo get pod multinet-demo-devices -o jsonpath="{.metadata.annotations.$status_key}" | jq .
+device_info=$(kc -n multinet-demo get pod multinet-demo-devices -o jsonpath="{.metadata.annotations.$status_key}" |
+  jq -r 'map(select(."device-info")) | map("\(.interface): \(."device-info")") | join(" ")')
+
 echo
 npods=$(wc -w <<<"$pods")
 echo "multinet demo: $npods pod(s) running, $total network attachment(s) in all; last pod: $summary_ifaces"
+echo "device-backed attachment of multinet-demo/multinet-demo-devices: $device_info"
 echo "The cluster stays up: export KUBECONFIG=$KUBECONFIG; make cluster-down stops it."
