@@ -85,48 +85,52 @@ func (o objects) keys() []string {
 
 var overlays = []string{"overlays/default", "overlays/local"}
 
-func TestOverlaysRender(t *testing.T) {
+// eachOverlay runs f as a subtest per overlay with its rendered objects.
+func eachOverlay(t *testing.T, f func(t *testing.T, dir string, o objects)) {
 	for _, dir := range overlays {
-		t.Run(dir, func(t *testing.T) {
-			o := render(t, dir)
-			for _, want := range []string{
-				"Namespace/multinet-system",
-				"CustomResourceDefinition/network-attachment-definitions.k8s.cni.cncf.io",
-				"CustomResourceDefinition/ipamclaims.k8s.cni.cncf.io",
-				"ServiceAccount/multinetd", "ServiceAccount/multinet-webhook", "ServiceAccount/multinet-deviceplugin",
-				"ClusterRole/multinet:multinetd", "ClusterRoleBinding/multinet:multinetd",
-				"ClusterRole/multinet:webhook", "ClusterRoleBinding/multinet:webhook",
-				"Role/multinet:webhook", "RoleBinding/multinet:webhook",
-				"DaemonSet/multinetd", "DaemonSet/multinet-deviceplugin",
-				"Deployment/multinet-webhook", "Service/multinet-webhook",
-				"MutatingWebhookConfiguration/multinet-webhook", "ValidatingWebhookConfiguration/multinet-webhook",
-			} {
-				if _, ok := o[want]; !ok {
-					t.Errorf("%s missing; rendered %v", want, o.keys())
-				}
-			}
-			for key, b := range o {
-				var meta struct {
-					Metadata struct {
-						Namespace string
-						Labels    map[string]string
-					}
-				}
-				if err := yaml.Unmarshal(b, &meta); err != nil {
-					t.Fatal(err)
-				}
-				if meta.Metadata.Labels["app.kubernetes.io/part-of"] != "multinet" {
-					t.Errorf("%s lacks the part-of label (kubectl delete -l app.kubernetes.io/part-of=multinet)", key)
-				}
-				if strings.HasPrefix(key, "CustomResourceDefinition/") && meta.Metadata.Labels["app.kubernetes.io/component"] != "crds" {
-					t.Errorf("%s lacks app.kubernetes.io/component=crds (uninstall keeping NADs selects on it)", key)
-				}
-				if ns := meta.Metadata.Namespace; ns != "" && ns != "multinet-system" {
-					t.Errorf("%s in namespace %q", key, ns)
-				}
-			}
-		})
+		t.Run(dir, func(t *testing.T) { f(t, dir, render(t, dir)) })
 	}
+}
+
+func TestOverlaysRender(t *testing.T) {
+	eachOverlay(t, func(t *testing.T, dir string, o objects) {
+		for _, want := range []string{
+			"Namespace/multinet-system",
+			"CustomResourceDefinition/network-attachment-definitions.k8s.cni.cncf.io",
+			"CustomResourceDefinition/ipamclaims.k8s.cni.cncf.io",
+			"ServiceAccount/multinetd", "ServiceAccount/multinet-webhook", "ServiceAccount/multinet-deviceplugin",
+			"ClusterRole/multinet:multinetd", "ClusterRoleBinding/multinet:multinetd",
+			"ClusterRole/multinet:webhook", "ClusterRoleBinding/multinet:webhook",
+			"Role/multinet:webhook", "RoleBinding/multinet:webhook",
+			"DaemonSet/multinetd", "DaemonSet/multinet-deviceplugin",
+			"Deployment/multinet-webhook", "Service/multinet-webhook",
+			"MutatingWebhookConfiguration/multinet-webhook", "ValidatingWebhookConfiguration/multinet-webhook",
+		} {
+			if _, ok := o[want]; !ok {
+				t.Errorf("%s missing; rendered %v", want, o.keys())
+			}
+		}
+		for key, b := range o {
+			var meta struct {
+				Metadata struct {
+					Namespace string
+					Labels    map[string]string
+				}
+			}
+			if err := yaml.Unmarshal(b, &meta); err != nil {
+				t.Fatal(err)
+			}
+			if meta.Metadata.Labels["app.kubernetes.io/part-of"] != "multinet" {
+				t.Errorf("%s lacks the part-of label (kubectl delete -l app.kubernetes.io/part-of=multinet)", key)
+			}
+			if strings.HasPrefix(key, "CustomResourceDefinition/") && meta.Metadata.Labels["app.kubernetes.io/component"] != "crds" {
+				t.Errorf("%s lacks app.kubernetes.io/component=crds (uninstall keeping NADs selects on it)", key)
+			}
+			if ns := meta.Metadata.Namespace; ns != "" && ns != "multinet-system" {
+				t.Errorf("%s in namespace %q", key, ns)
+			}
+		}
+	})
 }
 
 func container(t *testing.T, spec corev1.PodSpec, name string) corev1.Container {
@@ -141,114 +145,111 @@ func container(t *testing.T, spec corev1.PodSpec, name string) corev1.Container 
 }
 
 func TestMultinetdDaemonSet(t *testing.T) {
-	for _, dir := range overlays {
-		t.Run(dir, func(t *testing.T) {
-			o := render(t, dir)
-			var ds appsv1.DaemonSet
-			o.get(t, "DaemonSet/multinetd", &ds)
-			spec := ds.Spec.Template.Spec
-			if !spec.HostNetwork || spec.PriorityClassName != "system-node-critical" || spec.ServiceAccountName != "multinetd" {
-				t.Errorf("hostNetwork %v, priorityClassName %q, serviceAccount %q", spec.HostNetwork, spec.PriorityClassName, spec.ServiceAccountName)
-			}
-			if s := ds.Spec.UpdateStrategy; s.Type != appsv1.RollingUpdateDaemonSetStrategyType || s.RollingUpdate == nil || s.RollingUpdate.MaxUnavailable.String() != "1" {
-				t.Errorf("updateStrategy = %+v, want RollingUpdate maxUnavailable 1", s)
-			}
-			if !slices.ContainsFunc(spec.Tolerations, func(tl corev1.Toleration) bool { return tl.Operator == corev1.TolerationOpExists && tl.Key == "" }) {
-				t.Error("multinetd must tolerate every taint: it is the node's CNI")
-			}
+	eachOverlay(t, func(t *testing.T, dir string, o objects) {
+		var ds appsv1.DaemonSet
+		o.get(t, "DaemonSet/multinetd", &ds)
+		spec := ds.Spec.Template.Spec
+		if !spec.HostNetwork || spec.PriorityClassName != "system-node-critical" || spec.ServiceAccountName != "multinetd" {
+			t.Errorf("hostNetwork %v, priorityClassName %q, serviceAccount %q", spec.HostNetwork, spec.PriorityClassName, spec.ServiceAccountName)
+		}
+		if s := ds.Spec.UpdateStrategy; s.Type != appsv1.RollingUpdateDaemonSetStrategyType || s.RollingUpdate == nil || s.RollingUpdate.MaxUnavailable.String() != "1" {
+			t.Errorf("updateStrategy = %+v, want RollingUpdate maxUnavailable 1", s)
+		}
+		if !slices.ContainsFunc(spec.Tolerations, func(tl corev1.Toleration) bool { return tl.Operator == corev1.TolerationOpExists && tl.Key == "" }) {
+			t.Error("multinetd must tolerate every taint: it is the node's CNI")
+		}
 
-			c := container(t, spec, "multinetd")
-			if c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged {
-				t.Error("multinetd must be privileged (netns, links, delegates)")
+		c := container(t, spec, "multinetd")
+		if c.SecurityContext == nil || c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged {
+			t.Error("multinetd must be privileged (netns, links, delegates)")
+		}
+		for probe, path := range map[*corev1.Probe]string{c.LivenessProbe: "/healthz", c.ReadinessProbe: "/readyz"} {
+			if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != path || probe.HTTPGet.Host != "127.0.0.1" || probe.HTTPGet.Port.IntValue() != 9390 {
+				t.Errorf("probe %s = %+v, want httpGet 127.0.0.1:9390%s", path, probe, path)
 			}
-			for probe, path := range map[*corev1.Probe]string{c.LivenessProbe: "/healthz", c.ReadinessProbe: "/readyz"} {
-				if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != path || probe.HTTPGet.Host != "127.0.0.1" || probe.HTTPGet.Port.IntValue() != 9390 {
-					t.Errorf("probe %s = %+v, want httpGet 127.0.0.1:9390%s", path, probe, path)
-				}
-			}
-			if c.Resources.Requests.Memory().IsZero() || c.Resources.Requests.Cpu().IsZero() || c.Resources.Limits.Memory().IsZero() {
-				t.Errorf("resources = %+v, want cpu/memory requests and a memory limit", c.Resources)
-			}
-			if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
-				return e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName"
-			}) {
-				t.Error("NODE_NAME must come from the downward API (spec.nodeName)")
-			}
+		}
+		if c.Resources.Requests.Memory().IsZero() || c.Resources.Requests.Cpu().IsZero() || c.Resources.Limits.Memory().IsZero() {
+			t.Errorf("resources = %+v, want cpu/memory requests and a memory limit", c.Resources)
+		}
+		if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+			return e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName"
+		}) {
+			t.Error("NODE_NAME must come from the downward API (spec.nodeName)")
+		}
 
-			// The configuration the daemon loads, with the container's mounts.
-			var cm corev1.ConfigMap
-			o.get(t, "ConfigMap/multinetd-config", &cm)
-			cfgPath := filepath.Join(t.TempDir(), "multinetd.yaml")
-			if err := os.WriteFile(cfgPath, []byte(cm.Data["multinetd.yaml"]), 0o600); err != nil {
-				t.Fatal(err)
+		// The configuration the daemon loads, with the container's mounts.
+		var cm corev1.ConfigMap
+		o.get(t, "ConfigMap/multinetd-config", &cm)
+		cfgPath := filepath.Join(t.TempDir(), "multinetd.yaml")
+		if err := os.WriteFile(cfgPath, []byte(cm.Data["multinetd.yaml"]), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := daemon.LoadConfig(cfgPath)
+		if err != nil {
+			t.Fatalf("multinetd.yaml does not load: %v", err)
+		}
+		t.Setenv("NODE_NAME", "node-a")
+		if err := cfg.Complete(); err != nil {
+			t.Fatalf("multinetd.yaml is not a valid configuration: %v", err)
+		}
+		mounts := mountsByPath(t, spec, c)
+		if !strings.HasPrefix(cfg.MetricsAddress, "127.0.0.1:9390") {
+			t.Errorf("metricsAddress %q, want 127.0.0.1:9390 (probed by the kubelet)", cfg.MetricsAddress)
+		}
+		for what, p := range map[string]string{
+			"socketPath dir": filepath.Dir(cfg.SocketPath), "cniConfDir": cfg.CNIConfDir, "stateDir": cfg.StateDir,
+			"devInfoRoot": cfg.DevInfoRoot, "podResourcesSocket dir": filepath.Dir(cfg.PodResourcesSocket),
+		} {
+			m, ok := mounts[p]
+			if !ok {
+				t.Errorf("%s %s is not a mount of the container", what, p)
+				continue
 			}
-			cfg, err := daemon.LoadConfig(cfgPath)
-			if err != nil {
-				t.Fatalf("multinetd.yaml does not load: %v", err)
+			if m.hostPath != p {
+				t.Errorf("%s: host path %s mounted at %s; they must be the same path", what, m.hostPath, p)
 			}
-			t.Setenv("NODE_NAME", "node-a")
-			if err := cfg.Complete(); err != nil {
-				t.Fatalf("multinetd.yaml is not a valid configuration: %v", err)
+		}
+		for _, d := range cfg.CNIBinDirs {
+			if m, ok := mounts[d]; !ok || m.hostPath != d || !m.readOnly {
+				t.Errorf("cniBinDirs %s: mount %+v, want the host dir at the same path, read-only", d, m)
 			}
-			mounts := mountsByPath(t, spec, c)
-			if !strings.HasPrefix(cfg.MetricsAddress, "127.0.0.1:9390") {
-				t.Errorf("metricsAddress %q, want 127.0.0.1:9390 (probed by the kubelet)", cfg.MetricsAddress)
+		}
+		if f := cfg.DefaultNetwork.File; f != "" {
+			if m, ok := mounts[filepath.Dir(f)]; !ok || m.hostPath != filepath.Dir(f) {
+				t.Errorf("defaultNetwork.file %s: its dir is not mounted at the same path", f)
 			}
-			for what, p := range map[string]string{
-				"socketPath dir": filepath.Dir(cfg.SocketPath), "cniConfDir": cfg.CNIConfDir, "stateDir": cfg.StateDir,
-				"devInfoRoot": cfg.DevInfoRoot, "podResourcesSocket dir": filepath.Dir(cfg.PodResourcesSocket),
-			} {
-				m, ok := mounts[p]
-				if !ok {
-					t.Errorf("%s %s is not a mount of the container", what, p)
-					continue
-				}
-				if m.hostPath != p {
-					t.Errorf("%s: host path %s mounted at %s; they must be the same path", what, m.hostPath, p)
-				}
-			}
-			for _, d := range cfg.CNIBinDirs {
-				if m, ok := mounts[d]; !ok || m.hostPath != d || !m.readOnly {
-					t.Errorf("cniBinDirs %s: mount %+v, want the host dir at the same path, read-only", d, m)
-				}
-			}
-			if f := cfg.DefaultNetwork.File; f != "" {
-				if m, ok := mounts[filepath.Dir(f)]; !ok || m.hostPath != filepath.Dir(f) {
-					t.Errorf("defaultNetwork.file %s: its dir is not mounted at the same path", f)
-				}
-			}
-			netns := 0
-			for p, m := range mounts {
-				if strings.HasSuffix(p, "/netns") {
-					netns++
-					if m.propagation != corev1.MountPropagationHostToContainer {
-						t.Errorf("netns mount %s: propagation %q, want HostToContainer", p, m.propagation)
-					}
-				}
-				if m.hostPath != "" && m.hostPath != p {
-					t.Errorf("host path %s mounted at %s: mount host paths at the same path", m.hostPath, p)
-				}
-				if strings.HasSuffix(m.hostPath, ".sock") || m.hostPath == "/" || m.hostPath == "/var/lib/kubelet" {
-					t.Errorf("host path %s: mount only the directories the daemon needs (a socket's dir, not the socket)", m.hostPath)
+		}
+		netns := 0
+		for p, m := range mounts {
+			if strings.HasSuffix(p, "/netns") {
+				netns++
+				if m.propagation != corev1.MountPropagationHostToContainer {
+					t.Errorf("netns mount %s: propagation %q, want HostToContainer", p, m.propagation)
 				}
 			}
-			if netns != 1 {
-				t.Errorf("%d netns mounts, want 1", netns)
+			if m.hostPath != "" && m.hostPath != p {
+				t.Errorf("host path %s mounted at %s: mount host paths at the same path", m.hostPath, p)
 			}
+			if strings.HasSuffix(m.hostPath, ".sock") || m.hostPath == "/" || m.hostPath == "/var/lib/kubelet" {
+				t.Errorf("host path %s: mount only the directories the daemon needs (a socket's dir, not the socket)", m.hostPath)
+			}
+		}
+		if netns != 1 {
+			t.Errorf("%d netns mounts, want 1", netns)
+		}
 
-			install := container(t, spec, "install-cni")
-			if install.Image != c.Image || len(install.Command) == 0 || !strings.HasSuffix(install.Command[0], "multinet-install") {
-				t.Errorf("init container: image %s command %q, want multinet-install from %s", install.Image, install.Command, c.Image)
-			}
-			binDir := argValue(install.Args, "--cni-bin-dir")
-			if !slices.Contains(cfg.CNIBinDirs, binDir) {
-				t.Errorf("installer --cni-bin-dir %q not among the daemon's cniBinDirs %q", binDir, cfg.CNIBinDirs)
-			}
-			if argValue(install.Args, "--cni-conf-dir") != cfg.CNIConfDir {
-				t.Errorf("installer --cni-conf-dir %q, daemon cniConfDir %q", argValue(install.Args, "--cni-conf-dir"), cfg.CNIConfDir)
-			}
-		})
-	}
+		install := container(t, spec, "install-cni")
+		if install.Image != c.Image || len(install.Command) == 0 || !strings.HasSuffix(install.Command[0], "multinet-install") {
+			t.Errorf("init container: image %s command %q, want multinet-install from %s", install.Image, install.Command, c.Image)
+		}
+		binDir := argValue(install.Args, "--cni-bin-dir")
+		if !slices.Contains(cfg.CNIBinDirs, binDir) {
+			t.Errorf("installer --cni-bin-dir %q not among the daemon's cniBinDirs %q", binDir, cfg.CNIBinDirs)
+		}
+		if argValue(install.Args, "--cni-conf-dir") != cfg.CNIConfDir {
+			t.Errorf("installer --cni-conf-dir %q, daemon cniConfDir %q", argValue(install.Args, "--cni-conf-dir"), cfg.CNIConfDir)
+		}
+	})
 }
 
 type mountInfo struct {
@@ -293,67 +294,64 @@ func argValue(args []string, flagName string) string {
 }
 
 func TestWebhookAndDevicePlugin(t *testing.T) {
-	for _, dir := range overlays {
-		t.Run(dir, func(t *testing.T) {
-			o := render(t, dir)
-			var d appsv1.Deployment
-			o.get(t, "Deployment/multinet-webhook", &d)
-			spec := d.Spec.Template.Spec
-			c := container(t, spec, "webhook")
-			if sc := spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.RunAsUser == nil || *sc.RunAsUser != 65532 {
-				t.Errorf("webhook pod securityContext %+v, want non-root 65532", sc)
+	eachOverlay(t, func(t *testing.T, dir string, o objects) {
+		var d appsv1.Deployment
+		o.get(t, "Deployment/multinet-webhook", &d)
+		spec := d.Spec.Template.Spec
+		c := container(t, spec, "webhook")
+		if sc := spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot || sc.RunAsUser == nil || *sc.RunAsUser != 65532 {
+			t.Errorf("webhook pod securityContext %+v, want non-root 65532", sc)
+		}
+		if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+			t.Errorf("webhook readiness probe %+v", c.ReadinessProbe)
+		}
+		if slices.Contains(c.Args, "--manage-webhook-configurations") {
+			t.Error("the configurations are applied from deploy/; the webhook's RBAC does not allow it to create them")
+		}
+		_, hasPDB := o["PodDisruptionBudget/multinet-webhook"]
+		switch dir {
+		case "overlays/default":
+			if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 || !hasPDB {
+				t.Errorf("replicas %v, PDB %v: want 2 replicas and a PodDisruptionBudget", d.Spec.Replicas, hasPDB)
 			}
-			if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
-				t.Errorf("webhook readiness probe %+v", c.ReadinessProbe)
-			}
-			if slices.Contains(c.Args, "--manage-webhook-configurations") {
-				t.Error("the configurations are applied from deploy/; the webhook's RBAC does not allow it to create them")
-			}
-			_, hasPDB := o["PodDisruptionBudget/multinet-webhook"]
-			switch dir {
-			case "overlays/default":
-				if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 || !hasPDB {
-					t.Errorf("replicas %v, PDB %v: want 2 replicas and a PodDisruptionBudget", d.Spec.Replicas, hasPDB)
-				}
-				var pdb struct {
-					Spec struct {
-						MinAvailable int `json:"minAvailable"`
-					}
-				}
-				if err := yaml.Unmarshal(o["PodDisruptionBudget/multinet-webhook"], &pdb); err != nil || pdb.Spec.MinAvailable != 1 {
-					t.Errorf("PDB minAvailable %d (%v), want 1", pdb.Spec.MinAvailable, err)
-				}
-			case "overlays/local":
-				if !spec.HostNetwork || hasPDB {
-					t.Errorf("local: hostNetwork %v, PDB %v; want the host network (API server → 127.0.0.1) and no PDB for one replica", spec.HostNetwork, hasPDB)
-				}
-				for _, p := range append(append([]corev1.Container{}, spec.Containers...), spec.InitContainers...) {
-					if p.ImagePullPolicy != corev1.PullNever || !strings.HasPrefix(p.Image, "localhost/multinet/") {
-						t.Errorf("local container %s: image %s pull %s, want localhost/multinet/* and Never", p.Name, p.Image, p.ImagePullPolicy)
-					}
+			var pdb struct {
+				Spec struct {
+					MinAvailable int `json:"minAvailable"`
 				}
 			}
+			if err := yaml.Unmarshal(o["PodDisruptionBudget/multinet-webhook"], &pdb); err != nil || pdb.Spec.MinAvailable != 1 {
+				t.Errorf("PDB minAvailable %d (%v), want 1", pdb.Spec.MinAvailable, err)
+			}
+		case "overlays/local":
+			if !spec.HostNetwork || hasPDB {
+				t.Errorf("local: hostNetwork %v, PDB %v; want the host network (API server → 127.0.0.1) and no PDB for one replica", spec.HostNetwork, hasPDB)
+			}
+			for _, p := range append(append([]corev1.Container{}, spec.Containers...), spec.InitContainers...) {
+				if p.ImagePullPolicy != corev1.PullNever || !strings.HasPrefix(p.Image, "localhost/multinet/") {
+					t.Errorf("local container %s: image %s pull %s, want localhost/multinet/* and Never", p.Name, p.Image, p.ImagePullPolicy)
+				}
+			}
+		}
 
-			var dp appsv1.DaemonSet
-			o.get(t, "DaemonSet/multinet-deviceplugin", &dp)
-			dps := dp.Spec.Template.Spec
-			if dps.AutomountServiceAccountToken == nil || *dps.AutomountServiceAccountToken {
-				t.Error("the device plugin never calls the API server: automountServiceAccountToken must be false")
-			}
-			if dps.PriorityClassName != "system-node-critical" {
-				t.Errorf("device plugin priorityClassName %q", dps.PriorityClassName)
-			}
-			var pools corev1.ConfigMap
-			o.get(t, "ConfigMap/deviceplugin-config", &pools)
-			if !strings.Contains(pools.Data["deviceplugin.yaml"], "pools:") {
-				t.Errorf("deviceplugin.yaml = %q", pools.Data["deviceplugin.yaml"])
-			}
-			mounts := mountsByPath(t, dps, container(t, dps, "deviceplugin"))
-			if _, ok := mounts["/var/lib/kubelet/device-plugins"]; !ok {
-				t.Error("the device plugin needs kubelet's device-plugins dir")
-			}
-		})
-	}
+		var dp appsv1.DaemonSet
+		o.get(t, "DaemonSet/multinet-deviceplugin", &dp)
+		dps := dp.Spec.Template.Spec
+		if dps.AutomountServiceAccountToken == nil || *dps.AutomountServiceAccountToken {
+			t.Error("the device plugin never calls the API server: automountServiceAccountToken must be false")
+		}
+		if dps.PriorityClassName != "system-node-critical" {
+			t.Errorf("device plugin priorityClassName %q", dps.PriorityClassName)
+		}
+		var pools corev1.ConfigMap
+		o.get(t, "ConfigMap/deviceplugin-config", &pools)
+		if !strings.Contains(pools.Data["deviceplugin.yaml"], "pools:") {
+			t.Errorf("deviceplugin.yaml = %q", pools.Data["deviceplugin.yaml"])
+		}
+		mounts := mountsByPath(t, dps, container(t, dps, "deviceplugin"))
+		if _, ok := mounts["/var/lib/kubelet/device-plugins"]; !ok {
+			t.Error("the device plugin needs kubelet's device-plugins dir")
+		}
+	})
 }
 
 // rules returns the rules of a ClusterRole or Role.
