@@ -142,7 +142,12 @@ component_pid() {
   [[ $pid =~ ^[0-9]+$ ]] && [[ -d /proc/$pid ]] || return 1
   if [[ -f $PID_DIR/$name.exe ]]; then
     exe=$(<"$PID_DIR/$name.exe")
-    [[ $(readlink -f "/proc/$pid/exe" 2>/dev/null) == "$exe" ]] || return 1
+    # "<exe> (deleted)": the binary was rebuilt while it runs (go build
+    # replaces the file); still our process, and it must still be stopped.
+    case $(readlink -f "/proc/$pid/exe" 2>/dev/null) in
+    "$exe" | "$exe (deleted)") ;;
+    *) return 1 ;;
+    esac
   fi
   pid_running "$pid" || return 1
   echo "$pid"
