@@ -186,7 +186,7 @@ rbac_check() {
   local tmp=$DEPLOY_OUT/rbac.yaml
   kc kustomize "$DEPLOY_OUT/local" |
     awk 'BEGIN{RS="\n---\n"; ORS="\n---\n"} /\nkind: (Namespace|ServiceAccount|ClusterRole|ClusterRoleBinding|Role|RoleBinding)\n/' >"$tmp"
-  kc apply -f "$tmp" >/dev/null
+  kc apply -f "$tmp" 2> >(grep -v '^Warning: resource .* is missing the kubectl.kubernetes.io/last-applied' >&2) >/dev/null
   local fails=0 checks=0 want as verb rest got
   local d=system:serviceaccount:$NS:multinetd w=system:serviceaccount:$NS:multinet-webhook p=system:serviceaccount:$NS:multinet-deviceplugin
   # want  identity  verb  resource [flags]
