@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/multinet/multinet/pkg/daemon"
+	dpconfig "github.com/multinet/multinet/pkg/deviceplugin/config"
 	"github.com/multinet/multinet/pkg/webhook/registration"
 )
 
@@ -344,12 +345,31 @@ func TestWebhookAndDevicePlugin(t *testing.T) {
 		}
 		var pools corev1.ConfigMap
 		o.get(t, "ConfigMap/deviceplugin-config", &pools)
-		if !strings.Contains(pools.Data["deviceplugin.yaml"], "pools:") {
-			t.Errorf("deviceplugin.yaml = %q", pools.Data["deviceplugin.yaml"])
+		poolsPath := filepath.Join(t.TempDir(), "deviceplugin.yaml")
+		if err := os.WriteFile(poolsPath, []byte(pools.Data["deviceplugin.yaml"]), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := dpconfig.Load(poolsPath)
+		if err != nil {
+			t.Fatalf("deviceplugin.yaml does not load: %v", err)
 		}
 		mounts := mountsByPath(t, dps, container(t, dps, "deviceplugin"))
 		if _, ok := mounts["/var/lib/kubelet/device-plugins"]; !ok {
 			t.Error("the device plugin needs kubelet's device-plugins dir")
+		}
+		for _, p := range cfg.Pools {
+			var dir string
+			switch {
+			case p.VhostUser != nil:
+				dir = p.VhostUser.Dir
+			case p.Memif != nil:
+				dir = p.Memif.Dir
+			default:
+				continue
+			}
+			if m, ok := mounts[dir]; !ok || m.hostPath != dir {
+				t.Errorf("pool %s: slot dir %s is not mounted at its host path", p.ResourceName, dir)
+			}
 		}
 	})
 }

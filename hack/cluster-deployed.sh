@@ -15,10 +15,12 @@
 #            DaemonSet's HostToContainer mount), stops the host-process
 #            multinetd, applies the manifests and waits until multinetd, the
 #            webhook and the device plugin are Ready and the webhook's caBundle
-#            is set. The deployed daemon uses the host daemon's state dir and
-#            socket, so pods attached by either are deleted cleanly by the other.
+#            is set. The host-process multinetd, webhook and device plugin are
+#            stopped first (the test devices stay). The deployed daemon uses
+#            the host daemon's state dir and socket, so pods attached by either
+#            are deleted cleanly by the other.
 #   down     deletes what up applied (not the CRDs: the cluster installed them)
-#            and starts the host-process multinetd again.
+#            and starts the host-process components again.
 #   status   the deployed components' pods.
 #   rbac     applies only the namespace, ServiceAccounts and RBAC, then checks
 #            with `kubectl auth can-i --as` that each component may do what it
@@ -144,6 +146,22 @@ ca_bundle_set() {
 
 conf_written() { [[ -s $CNI_CONF_DIR/00-multinet.conflist ]]; }
 
+# stop_host_components stops the host-process multinetd, webhook and device
+# plugin (PID files of hack/cluster-cni-multinet.sh and cluster-devices.sh):
+# the deployed ones take their ports, socket, state dir and resource names.
+# Unlike `cluster-cni-multinet.sh down`, it keeps the test devices (veth
+# pairs, vhost-user slots) and the webhook configurations, which the
+# deployed components take over.
+stop_host_components() {
+  local c pid
+  for c in multinet-webhook multinet-deviceplugin multinetd; do
+    pid=$(component_pid "$c") || continue
+    log "stopping the host-process $c (pid $pid)"
+    stop_pid "$pid" "$c" 35 || die "$c (pid $pid) does not stop"
+    rm -f "$PID_DIR/$c.pid" "$PID_DIR/$c.exe"
+  done
+}
+
 up() {
   require_cluster
   [[ ${CNI_MODE:-} == multinet ]] || die "the cluster runs CNI_MODE=${CNI_MODE:-?}; deployed multinet needs MULTINET_CNI=multinet"
@@ -151,12 +169,10 @@ up() {
   render
   ensure_static_delegates
   ensure_shared_netns
+  stop_host_components
   if port_in_use "$WEBHOOK_PORT" && ! kc -n "$NS" get deploy multinet-webhook >/dev/null 2>&1; then
-    die "127.0.0.1:$WEBHOOK_PORT is taken (a host-process multinet-webhook?); stop it first"
+    die "127.0.0.1:$WEBHOOK_PORT is taken by something else than multinet; stop it first"
   fi
-  # The host-process daemon goes first: the DaemonSet uses its metrics
-  # port, socket and state dir.
-  "$MULTINET_ROOT/hack/cluster-cni-multinet.sh" down
   kc apply -f "$RENDERED" >/dev/null
   log "applied; waiting for multinetd, the webhook and the device plugin"
   rollout daemonset/multinetd
@@ -174,7 +190,9 @@ down() {
   # Everything but the CRDs, which cluster-up installed and which hold the
   # NADs of whoever else uses the cluster.
   kc delete -f "$RENDERED" -l 'app.kubernetes.io/component!=crds' --ignore-not-found --wait=true >/dev/null
-  log "deleted the deployed components; starting the host-process multinetd"
+  log "deleted the deployed components; starting the host-process ones again"
+  # multinetd, then (cluster-devices.sh up) the device plugin, the webhook
+  # and its configurations.
   "$MULTINET_ROOT/hack/cluster-cni-multinet.sh" up
 }
 
