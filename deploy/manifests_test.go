@@ -75,6 +75,19 @@ func (o objects) get(t *testing.T, key string, into any) {
 	}
 }
 
+// configFile writes the key of ConfigMap name (hash suffix ignored) into a
+// temporary file, as the pod sees it mounted, and returns its path.
+func (o objects) configFile(t *testing.T, name, key string) string {
+	t.Helper()
+	var cm corev1.ConfigMap
+	o.get(t, "ConfigMap/"+name, &cm)
+	p := filepath.Join(t.TempDir(), key)
+	if err := os.WriteFile(p, []byte(cm.Data[key]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func (o objects) keys() []string {
 	var ks []string
 	for k := range o {
@@ -179,13 +192,7 @@ func TestMultinetdDaemonSet(t *testing.T) {
 		}
 
 		// The configuration the daemon loads, with the container's mounts.
-		var cm corev1.ConfigMap
-		o.get(t, "ConfigMap/multinetd-config", &cm)
-		cfgPath := filepath.Join(t.TempDir(), "multinetd.yaml")
-		if err := os.WriteFile(cfgPath, []byte(cm.Data["multinetd.yaml"]), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := daemon.LoadConfig(cfgPath)
+		cfg, err := daemon.LoadConfig(o.configFile(t, "multinetd-config", "multinetd.yaml"))
 		if err != nil {
 			t.Fatalf("multinetd.yaml does not load: %v", err)
 		}
@@ -343,13 +350,7 @@ func TestWebhookAndDevicePlugin(t *testing.T) {
 		if dps.PriorityClassName != "system-node-critical" {
 			t.Errorf("device plugin priorityClassName %q", dps.PriorityClassName)
 		}
-		var pools corev1.ConfigMap
-		o.get(t, "ConfigMap/deviceplugin-config", &pools)
-		poolsPath := filepath.Join(t.TempDir(), "deviceplugin.yaml")
-		if err := os.WriteFile(poolsPath, []byte(pools.Data["deviceplugin.yaml"]), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := dpconfig.Load(poolsPath)
+		cfg, err := dpconfig.Load(o.configFile(t, "deviceplugin-config", "deviceplugin.yaml"))
 		if err != nil {
 			t.Fatalf("deviceplugin.yaml does not load: %v", err)
 		}
