@@ -48,7 +48,12 @@ fuzz: ## run every Fuzz target for FUZZTIME (default 30s) each
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 .PHONY: bench
-bench: ## run the benchmarks (BENCHTIME, default 1s)
+bench: ## cluster benchmark table (hack/bench.sh BENCH_ARGS; needs cluster-up, root), then bench-go
+	hack/bench.sh $(BENCH_ARGS)
+	$(MAKE) --no-print-directory bench-go
+
+.PHONY: bench-go
+bench-go: ## the go test -bench micro-benchmarks (BENCHTIME, default 1s)
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
 
 .PHONY: cluster-up

@@ -1,0 +1,265 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+type concResult struct {
+	n                int
+	multinet, direct dist
+	// means per ADD inside multinetd: waiting for a slot, handler run
+	// time, delegates within the run.
+	queued, ran, delegates time.Duration
+	// patchStatus: the API server's mean time of PATCH pods/status over
+	// the bursts (every client).
+	patchStatus time.Duration
+	// daemonRequests: multinetd's API requests from the start of its
+	// bursts until their last ADD answered (all repetitions), and the
+	// length of those windows.
+	daemonRequests float64
+	daemonWindow   time.Duration
+}
+
+// splits decompose the multinet operations, per operation: outside
+// multinetd (shim exec, socket, the runtime's libcni), multinetd's own work
+// (handler minus delegates), and the delegates.
+type splits struct{ outside, own, delegates dist }
+
+func (s *splits) add(total time.Duration, sp split) {
+	s.outside = append(s.outside, total-sp.handler)
+	s.own = append(s.own, sp.handler-sp.delegates)
+	s.delegates = append(s.delegates, sp.delegates)
+}
+
+// results are the measurements of one run.
+type results struct {
+	o *options
+
+	started         time.Time
+	cpus            int
+	kernel, k8s     string
+	node            string
+	pid             int
+	versionShim     dist
+	versionBridge   dist
+	shimSize        int64
+	bridgeSize      int64
+	addMultinet     dist
+	addDirect       dist
+	delMultinet     dist
+	delDirect       dist
+	addSplit        splits
+	delSplit        splits
+	conc            []concResult
+	apiAdds         int
+	apiAddIdentity  map[string]map[apiKey]float64
+	apiDelIdentity  map[string]map[apiKey]float64
+	apiIdleIdentity map[string]map[apiKey]float64
+	apiAddAll       map[apiKey]float64
+	apiDelAll       map[apiKey]float64
+	apiIdleAll      map[apiKey]float64
+	apiAddWindow    time.Duration
+	apiDelWindow    time.Duration
+	apiIdleWindow   time.Duration
+	patchStatusMean time.Duration
+	rssIdle         memory
+	rssLoaded       memory
+	rssAfterDel     memory
+	rssPeak         int64
+	rssPods         int
+}
+
+func (r *results) markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "### multinet benchmark (`make bench`), %s\n\n", r.started.UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(&b, "Node %s, %d CPUs, kernel %s, Kubernetes %s. Pod: default network + 2 bridge networks (host-local). "+
+		"%d ADD/DEL iterations per path, %d VERSION runs per binary.\n\n",
+		r.node, r.cpus, r.kernel, r.k8s, len(r.addMultinet), len(r.versionShim))
+	fmt.Fprintf(&b, "Runtime config %s; multinetd pid %d.\n\n", r.o.runtimeConf, r.pid)
+
+	b.WriteString("| measure | multinet | direct / reference | Multus thick (issue 4) | target |\n")
+	b.WriteString("| --- | --- | --- | --- | --- |\n")
+	row := func(cells ...string) { b.WriteString("| " + strings.Join(cells, " | ") + " |\n") }
+
+	row("shim binary size", mib(r.shimSize)+" (multinet-shim)", mib(r.bridgeSize)+" (bridge)", "51 MB (multus-shim)", "a few MB")
+	row("VERSION exec p50 / p90 / p99 (ms)", r.versionShim.triple(), r.versionBridge.triple()+" (bridge)", "16.8 vs 3.5 (p50)", "≤ 3 ms")
+	row("ADD p50 / p90 / p99 (ms)", r.addMultinet.triple(), r.addDirect.triple(), "81 vs 43 (p50)", "")
+	row("ADD overhead at p50 (ms)", overhead(r.addMultinet, r.addDirect), "", "38", "≤ 5 ms")
+	row("DEL p50 / p90 / p99 (ms)", r.delMultinet.triple(), r.delDirect.triple(), "97 vs 73 (p50)", "")
+	row("DEL overhead at p50 (ms)", overhead(r.delMultinet, r.delDirect), "", "24", "≤ 5 ms")
+	for _, x := range []struct {
+		cmd    string
+		sp     splits
+		direct dist
+	}{{"ADD", r.addSplit, r.addDirect}, {"DEL", r.delSplit, r.delDirect}} {
+		if len(x.sp.own) == 0 {
+			continue
+		}
+		row(fmt.Sprintf("%s split p50 / p90 (ms): outside multinetd; multinetd's own work; delegates", x.cmd),
+			fmt.Sprintf("%s / %s; %s / %s; %s / %s",
+				ms(x.sp.outside.pct(50)), ms(x.sp.outside.pct(90)),
+				ms(x.sp.own.pct(50)), ms(x.sp.own.pct(90)),
+				ms(x.sp.delegates.pct(50)), ms(x.sp.delegates.pct(90))),
+			fmt.Sprintf("delegates direct: %s / %s", ms(x.direct.pct(50)), ms(x.direct.pct(90))), "", "")
+	}
+	for _, c := range r.conc {
+		m, d := c.multinet.median(), c.direct.median()
+		ratio := "n/a"
+		if d > 0 {
+			ratio = fmt.Sprintf("%.2f×", float64(m)/float64(d))
+		}
+		ref, target := "", ""
+		if c.n == 10 {
+			ref, target = "0.50 s vs 0.19 s (2.6×)", "≤ 1.2× direct"
+		}
+		row(fmt.Sprintf("%d concurrent ADDs, wall (median of %d)", c.n, len(c.multinet)),
+			fmt.Sprintf("%s (%s direct)", secs(m), ratio), secs(d), ref, target)
+		if c.ran > 0 {
+			row(fmt.Sprintf("… in multinetd at %d concurrent, mean per ADD (ms)", c.n),
+				fmt.Sprintf("queued %s; ran %s, delegates %s; API server PATCH pods/status %s; multinetd API requests %.0f/s during the bursts",
+					ms(c.queued), ms(c.ran), ms(c.delegates), ms(c.patchStatus), c.daemonRequests/max(c.daemonWindow.Seconds(), 0.001)), "", "", "")
+		}
+	}
+	row("multinetd RSS idle", r.rssIdle.String(), "", "41 MB", "")
+	if r.rssPods > 0 {
+		row(fmt.Sprintf("multinetd RSS with %d pods attached", r.rssPods), r.rssLoaded.String(), "", "49 MB (100 pods)", "≤ 30 MiB")
+		row(fmt.Sprintf("multinetd RSS after DEL of the %d", r.rssPods), r.rssAfterDel.String(), "", "", "")
+	}
+	row("multinetd peak RSS (VmHWM, since start)", mib(r.rssPeak), "", "", "")
+
+	if r.apiAdds > 0 {
+		k := float64(r.apiAdds)
+		scale := 1.0
+		if r.apiIdleWindow > 0 {
+			scale = float64(r.apiAddWindow) / float64(r.apiIdleWindow)
+		}
+		_, withKubelet := r.apiAddIdentity["kubelet"]
+		kubeletCol := func(v string) []string {
+			if withKubelet {
+				return []string{v}
+			}
+			return nil
+		}
+		hdr := []string{fmt.Sprintf("API requests per ADD (%d ADDs, %.1f s window)", r.apiAdds, r.apiAddWindow.Seconds()),
+			"multinetd (its user, FlowSchema counts)"}
+		hdr = append(hdr, kubeletCol("kubelet (its user)")...)
+		hdr = append(hdr, "all clients (apiserver_request_total − idle window)", "Multus thick", "target")
+		b.WriteString("\n")
+		row(hdr...)
+		b.WriteString(strings.Repeat("| --- ", len(hdr)) + "|\n")
+		type line struct {
+			key       apiKey
+			all       []apiKey
+			ref, want string
+		}
+		lines := []line{
+			{apiKey{"GET", "pods"}, []apiKey{{"GET", "pods"}}, "1", "0"},
+			{apiKey{"PATCH", "pods/status"}, []apiKey{{"PATCH", "pods/status"}}, "0", "1"},
+			{apiKey{"PUT", "pods/status"}, []apiKey{{"PUT", "pods/status"}}, "1", "0"},
+			{apiKey{"PATCH", "pods"}, []apiKey{{"PATCH", "pods"}}, "0", "0"},
+			{apiKey{"PUT", "pods"}, []apiKey{{"PUT", "pods"}}, "0", "0"},
+			{apiKey{"POST", "events"}, []apiKey{{"POST", "events"}}, "3", "off the critical path"},
+			{apiKey{"PATCH/PUT", "events"}, []apiKey{{"PATCH", "events"}, {"PUT", "events"}}, "", ""},
+			{apiKey{"LIST/WATCH", "pods"}, []apiKey{{"LIST", "pods"}, {"WATCH", "pods"}}, "", "0 (informer)"},
+			{apiKey{"GET", "network-attachment-definitions"}, nil, "", "0 (informer)"},
+			{apiKey{"any other", "(anything)"}, nil, "", ""},
+		}
+		for _, l := range lines {
+			allCell := "—"
+			if l.all != nil {
+				var v float64
+				for _, a := range l.all {
+					v += r.apiAddAll[a] - scale*r.apiIdleAll[a]
+				}
+				allCell = fmt.Sprintf("%.2f", v/k)
+			}
+			cells := []string{l.key.String(), fmt.Sprintf("%.2f", r.apiAddIdentity["multinetd"][l.key]/k)}
+			kv := "—"
+			if v, ok := r.apiAddIdentity["kubelet"][l.key]; ok {
+				kv = fmt.Sprintf("%.2f", v/k)
+			}
+			cells = append(cells, kubeletCol(kv)...)
+			row(append(cells, allCell, l.ref, l.want)...)
+		}
+		total := func(m map[apiKey]float64) (t float64) {
+			for _, v := range m {
+				t += v
+			}
+			return t
+		}
+		dscale := 1.0
+		if r.apiIdleWindow > 0 {
+			dscale = float64(r.apiDelWindow) / float64(r.apiIdleWindow)
+		}
+		var delAll float64
+		for key, v := range r.apiDelAll {
+			delAll += v - dscale*r.apiIdleAll[key]
+		}
+		perDel := func(m map[apiKey]float64) string {
+			out := fmt.Sprintf("%.2f", total(m)/k)
+			var parts []string
+			for _, kind := range countedKinds {
+				if v := m[kind.key]; v != 0 {
+					parts = append(parts, fmt.Sprintf("%s: %.0f", kind.key, v))
+				}
+			}
+			if len(parts) > 0 {
+				out += " (in all " + strings.Join(parts, ", ") + ")"
+			}
+			return out
+		}
+		cells := []string{"per DEL: all kinds", perDel(r.apiDelIdentity["multinetd"])}
+		cells = append(cells, kubeletCol(perDel(r.apiDelIdentity["kubelet"]))...)
+		row(append(cells, fmt.Sprintf("%.2f (pods, events)", delAll/k), "", "0")...)
+		cells = []string{fmt.Sprintf("idle window (%.1f s, no ADD): all kinds, total", r.apiIdleWindow.Seconds()),
+			fmt.Sprintf("%.0f", total(r.apiIdleIdentity["multinetd"]))}
+		cells = append(cells, kubeletCol(fmt.Sprintf("%.0f", total(r.apiIdleIdentity["kubelet"])))...)
+		row(append(cells, "", "", "")...)
+		if r.patchStatusMean > 0 {
+			cells = []string{"API server time of a PATCH pods/status (mean, ms)", ""}
+			cells = append(cells, kubeletCol("")...)
+			row(append(cells, ms(r.patchStatusMean), "", "")...)
+		}
+	}
+
+	b.WriteString(`
+Rows:
+- shim binary size: the installed $CNI_BIN_DIR/multinet-shim vs the reference bridge plugin.
+- VERSION exec: fork+exec+wait of the binary with CNI_COMMAND=VERSION from Go (os/exec), interleaved with bridge.
+- ADD / DEL: one pod sandbox (fresh netns, fresh container ID, a real Pod in the API) as the runtime drives it: libcni
+  executes multinet-shim from the runtime's 00-multinet.conflist (single plugin config with name/cniVersion injected,
+  CNI_ARGS IgnoreUnknown, K8S_POD_NAMESPACE, K8S_POD_NAME, K8S_POD_INFRA_CONTAINER_ID, K8S_POD_UID; DEL with the
+  cached prevResult). "direct" runs the same three delegate config lists (default network eth0, the two bridge
+  NADs' configs net1, net2) one after the other with libcni from the bench process. Overhead = multinet − direct, p50.
+- ADD / DEL split: each multinet operation decomposed with multinetd's own histograms (its /metrics read before
+  and after each operation, outside the timed part): outside multinetd = end to end − handler time (shim exec,
+  socket, the runtime's libcni, scheduling); multinetd's own work = handler − delegates (pod lookup, plan, the
+  attachment records, the network-status PATCH); delegates = the three delegate lists as multinetd ran them,
+  to compare with the direct path.
+- N concurrent ADDs: N fresh sandboxes of N different pods, ADD started at once; wall time to the last answer.
+  The row below: multinetd's mean wait for one of its maxInFlight slots, mean handler time and delegates' share,
+  the API server's mean time of a PATCH pods/status over the bursts, and the rate of multinetd's API requests
+  (its user's FlowSchema counts) from the start of its bursts to their last answer.
+- API requests per ADD: bench FlowSchemas matching only one user (same priority level as without them) count its
+  requests by kind (apiserver_flowcontrol_dispatched_requests_total) over the ADD window, divided by the ADDs;
+  Events are asynchronous, so the window ends a settle time after the last ADD. The kubelet column is the kubelet's
+  reaction to the bench's (admission-rejected) pods being updated. The all-clients column is apiserver_request_total
+  over the same window minus an idle window of equal length (noisy: it includes everyone using the cluster).
+- RSS: VmRSS of the multinetd process (/proc/<pid>/status; RssAnon and RssFile in MiB), before any bench pod,
+  with the pods attached (no DEL yet), and after their DEL.
+`)
+	return b.String()
+}
+
+func (m memory) String() string {
+	return fmt.Sprintf("%s (anon %.1f, file %.1f)", mib(m.rss), float64(m.anon)/(1<<20), float64(m.file)/(1<<20))
+}
+
+func overhead(m, d dist) string {
+	if len(m) == 0 || len(d) == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%+.1f", float64(m.median()-d.median())/float64(time.Millisecond))
+}
