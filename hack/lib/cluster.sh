@@ -101,6 +101,10 @@ ctr_cmd() { ctr --address "$CONTAINERD_SOCKET" --namespace "$CONTAINERD_NAMESPAC
 with_lock() {
   mkdir -p "$(dirname "$LOCK_FILE")"
   exec {LOCK_FD}>"$LOCK_FILE"
+  # Exported: hooks run as child scripts inherit the descriptor, and their
+  # start_component must close it too, or a daemon they start holds the lock
+  # until it exits (the next cluster-down would wait for it).
+  export LOCK_FD
   if ! flock -n "$LOCK_FD"; then
     log "another cluster-up/cluster-down holds $LOCK_FILE; waiting (up to 15 min)"
     flock -w 900 "$LOCK_FD" || die "timed out waiting for $LOCK_FILE"
