@@ -142,10 +142,23 @@ func (e *Engine) Add(ctx context.Context, req *api.Request) ([]byte, error) {
 		return nil, e.failAdd(ctx, req, rec, p, len(p.attachments), err)
 	}
 
+	// The network-status PATCH (a round trip to the API server) overlaps
+	// the final record save (an fsync): both are done before ADD returns.
+	statusDone := make(chan struct{})
+	if p.pod != nil {
+		go func() {
+			defer close(statusDone)
+			e.writeStatus(ctx, p, list)
+		}()
+	} else {
+		close(statusDone)
+	}
 	rec.Complete = true
 	if err := e.opts.Store.Save(rec); err != nil {
+		<-statusDone
 		return nil, e.failAdd(ctx, req, rec, p, len(p.attachments), fmt.Errorf("save attachment record: %w", err))
 	}
+	<-statusDone
 
 	out, err := results[0].GetAsVersion(cniVersion)
 	if err != nil {
@@ -157,7 +170,6 @@ func (e *Engine) Add(ctx context.Context, req *api.Request) ([]byte, error) {
 	}
 
 	if p.pod != nil {
-		e.writeStatus(ctx, p, list)
 		for i, s := range list {
 			if i == 0 {
 				continue

@@ -109,7 +109,13 @@ func Run(ctx context.Context, cfg Config) error {
 		return nil
 	}
 
-	events := kube.NewEvents(ctx, client, "multinetd", cfg.NodeName)
+	// Events get their own client and rate limiter: a burst of pods must not
+	// queue the network-status PATCHes behind its Events.
+	eventsClient, err := kubernetes.NewForConfig(rest.CopyConfig(restConfig))
+	if err != nil {
+		return fmt.Errorf("kubernetes client for events: %w", err)
+	}
+	events := kube.NewEvents(ctx, eventsClient, "multinetd", cfg.NodeName)
 	defer events.Shutdown()
 	m := newMetrics()
 
