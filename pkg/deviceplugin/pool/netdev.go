@@ -43,8 +43,12 @@ type linkState struct {
 
 // NewNetdev discovers the interfaces sel selects in env's network namespace.
 // Interfaces named in sel.Names are always advertised (unhealthy while
-// absent); interfaces matching sel.Patterns are added when they appear. An
-// interface that disappears stays in the list as unhealthy. The device ID is
+// absent until first seen); interfaces matching sel.Patterns are added when
+// they appear. An interface that was seen and then disappears (or is renamed
+// away) is reported healthy: the pool's CNI plugin (multinet-netdev) moves an
+// allocated device into a pod's network namespace, where the host cannot see
+// it, and counting it unhealthy there would take it from allocatable a second
+// time (docs/decisions/deviceplugin.md). Present links follow their state. The device ID is
 // the interface name. In the host namespace (env.NetNSPath empty) the NUMA
 // node and a "pci" device-info map (device-info spec §3.1.3) come from sysfs
 // when the interface is backed by a PCI function.
@@ -191,7 +195,9 @@ func (p *netdevPool) goneLocked(name string) bool {
 		return false
 	}
 	delete(p.byIndex, st.index)
-	st.index, st.healthy = 0, false
+	// Gone from this namespace: most likely moved into a pod by the pool's
+	// CNI plugin, where its health cannot be seen; it stays allocatable-neutral.
+	st.index, st.healthy = 0, true
 	return true
 }
 

@@ -118,13 +118,13 @@ func TestNetdevPoolNetlink(t *testing.T) {
 		{"mntdp1 up", func() error { return setLink("mntdp1", true) }, map[string]bool{"mntdp0": true, "mntdp1": true, "mntdpgone": false}},
 		{"new mntdp2 matches the pattern", func() error { return addDummy("mntdp2", true) }, map[string]bool{"mntdp0": true, "mntdp1": true, "mntdp2": true, "mntdpgone": false}},
 		{"mntdpgone appears", func() error { return addDummy("mntdpgone", true) }, map[string]bool{"mntdp0": true, "mntdp1": true, "mntdp2": true, "mntdpgone": true}},
-		{"mntdp1 deleted stays unhealthy", func() error {
+		{"mntdp1 gone (moved into a pod) keeps its last health", func() error {
 			l, err := netlink.LinkByName("mntdp1")
 			if err != nil {
 				return err
 			}
 			return netlink.LinkDel(l)
-		}, map[string]bool{"mntdp0": true, "mntdp1": false, "mntdp2": true, "mntdpgone": true}},
+		}, map[string]bool{"mntdp0": true, "mntdp1": true, "mntdp2": true, "mntdpgone": true}},
 		{"mntdp2 renamed away", func() error {
 			l, err := netlink.LinkByName("mntdp2")
 			if err != nil {
@@ -134,7 +134,7 @@ func TestNetdevPoolNetlink(t *testing.T) {
 				return err
 			}
 			return netlink.LinkSetName(l, "mntother2")
-		}, map[string]bool{"mntdp0": true, "mntdp1": false, "mntdp2": false, "mntdpgone": true}},
+		}, map[string]bool{"mntdp0": true, "mntdp1": true, "mntdp2": true, "mntdpgone": true}},
 		// Oper state: a veth whose peer is down is admin up but LOWERLAYERDOWN.
 		{"veth mntdp3 up with peer up", func() error {
 			v := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "mntdp3"}, PeerName: "mntpeer3"}
@@ -145,11 +145,11 @@ func TestNetdevPoolNetlink(t *testing.T) {
 				return err
 			}
 			return setLink("mntdp3", true)
-		}, map[string]bool{"mntdp0": true, "mntdp1": false, "mntdp2": false, "mntdp3": true, "mntdpgone": true}},
+		}, map[string]bool{"mntdp0": true, "mntdp1": true, "mntdp2": true, "mntdp3": true, "mntdpgone": true}},
 		{"veth peer down makes mntdp3 unhealthy", func() error { return setLink("mntpeer3", false) },
-			map[string]bool{"mntdp0": true, "mntdp1": false, "mntdp2": false, "mntdp3": false, "mntdpgone": true}},
+			map[string]bool{"mntdp0": true, "mntdp1": true, "mntdp2": true, "mntdp3": false, "mntdpgone": true}},
 		{"changes of unselected links are ignored", func() error { return setLink("mntother0", false) },
-			map[string]bool{"mntdp0": true, "mntdp1": false, "mntdp2": false, "mntdp3": false, "mntdpgone": true}},
+			map[string]bool{"mntdp0": true, "mntdp1": true, "mntdp2": true, "mntdp3": false, "mntdpgone": true}},
 	}
 	for _, s := range steps {
 		inNS(t, n, s.do)
