@@ -67,11 +67,7 @@ func (e *Engine) Add(ctx context.Context, req *api.Request) ([]byte, error) {
 
 	p, err := e.buildPlan(ctx, req.IfName, req.ContainerID, args, runtimeConfig, true)
 	if err != nil {
-		if p != nil {
-			e.warn(p, err)
-		} else if pod := e.cachedPod(ctx, args); pod != nil {
-			e.warningEvent(pod, kube.ReasonAttachFailed, "%v", cniMsg(err))
-		}
+		e.warn(p, err)
 		log.Error(err, "ADD failed before any delegate ran")
 		return nil, err
 	}
@@ -131,13 +127,14 @@ func (e *Engine) Add(ctx context.Context, req *api.Request) ([]byte, error) {
 		alog.V(2).Info("attached")
 	}
 
+	var routedVia []string
 	if p.gatewayRequested {
-		if err := setDefaultRoute(req.Netns, p, results); err != nil {
+		if routedVia, err = setDefaultRoute(req.Netns, p, results); err != nil {
 			return nil, e.failAdd(ctx, req, rec, p, len(p.attachments), err)
 		}
 	}
 
-	list, err := e.networkStatus(p, results)
+	list, err := e.networkStatus(p, results, routedVia)
 	if err != nil {
 		return nil, e.failAdd(ctx, req, rec, p, len(p.attachments), err)
 	}
@@ -261,44 +258,20 @@ func (e *Engine) warn(p *plan, err error) {
 	e.warningEvent(p.pod, kube.ReasonAttachFailed, "%s", cniMsg(err))
 }
 
-// cachedPod returns the request's pod for an Event when it is at hand.
-func (e *Engine) cachedPod(ctx context.Context, args podArgs) *corev1.Pod {
-	if !args.hasPod() || e.opts.Pods == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	pod, err := e.opts.Pods.Get(ctx, args.Namespace, args.Name, args.UID)
-	if err != nil {
-		return nil
-	}
-	return pod
-}
-
 // networkStatus builds the pod's network-status list (spec §5) from the
-// results, default network first.
-func (e *Engine) networkStatus(p *plan, results []types.Result) ([]status.NetworkStatus, error) {
+// results, default network first. routedVia are the gateways setDefaultRoute
+// installed for the "default-route" attachment (nil when none was chosen).
+func (e *Engine) networkStatus(p *plan, results []types.Result, routedVia []string) ([]status.NetworkStatus, error) {
 	list := make([]status.NetworkStatus, 0, len(results))
 	for i, a := range p.attachments {
 		opts := status.Options{
 			Default:      i == 0,
 			DefaultRoute: i == p.gateway,
 		}
-		if i > 0 {
-			opts.GatewayRequest = a.Element.GatewayRequest
-			if i == p.gateway && len(opts.GatewayRequest) == 0 {
-				// "default-route": [] routes through the result's gateways
-				// (setDefaultRoute): report those (§5.3.7.4).
-				gws, err := gatewayIPs(nil, results[i], a.IfName)
-				if err != nil {
-					return nil, fmt.Errorf("network %s: default-route: %w", a.NetworkKey, err)
-				}
-				used := make([]string, 0, len(gws))
-				for _, gw := range gws {
-					used = append(used, gw.String())
-				}
-				opts.GatewayRequest = used
-			}
+		if i > 0 && i == p.gateway {
+			// The gateways the pod's default routes now use: the element's,
+			// or for "default-route": [] the result's (§5.3.7.4).
+			opts.GatewayRequest = routedVia
 		}
 		if f := p.deviceInfoFiles[i]; f != "" {
 			if d, err := os.ReadFile(f); err == nil {
@@ -335,7 +308,7 @@ func (e *Engine) writeStatus(ctx context.Context, p *plan, list []status.Network
 		defer cancel()
 		if err := e.opts.Status.PatchAnnotation(ctx, p.pod.Namespace, p.pod.Name, string(p.pod.UID), status.Annotation, value); err != nil {
 			klog.FromContext(ctx).Error(err, "write network-status", "pod", p.pod.Namespace+"/"+p.pod.Name)
-			e.warningEvent(p.pod, "NetworkStatusFailed", "write %s: %v", status.Annotation, err)
+			e.warningEvent(p.pod, kube.ReasonNetworkStatusFailed, "write %s: %v", status.Annotation, err)
 		}
 	}
 	if !e.opts.AsyncStatus {

@@ -44,7 +44,8 @@ func planError(code uint, format string, args ...any) error {
 
 // buildPlan decides the attachments of an ADD (DESIGN.md, ADD path steps
 // 3-7). withDevices looks the allocated devices up (ADD); DEL's fallback
-// plan passes false.
+// plan passes false. On an error after the pod was found, the partial plan
+// is returned with it, so that the caller can post the Event on the pod.
 func (e *Engine) buildPlan(ctx context.Context, ifName, containerID string, args podArgs, runtimeConfig map[string]any, withDevices bool) (*plan, error) {
 	p := &plan{}
 	if args.hasPod() && e.opts.Pods != nil {
@@ -57,7 +58,7 @@ func (e *Engine) buildPlan(ctx context.Context, ifName, containerID string, args
 
 	def, err := e.defaultAttachment(p.pod, ifName, runtimeConfig)
 	if err != nil {
-		return nil, err
+		return p, err
 	}
 	p.attachments = append(p.attachments, def)
 
@@ -66,10 +67,10 @@ func (e *Engine) buildPlan(ctx context.Context, ifName, containerID string, args
 		if v, ok := p.pod.Annotations[selection.NetworksAnnotation]; ok {
 			elements, err = selection.Parse(v, p.pod.Namespace)
 			if err != nil {
-				return nil, planError(types.ErrInvalidNetworkConfig, "pod %s/%s: annotation %s: %v", p.pod.Namespace, p.pod.Name, selection.NetworksAnnotation, err)
+				return p, planError(types.ErrInvalidNetworkConfig, "pod %s/%s: annotation %s: %v", p.pod.Namespace, p.pod.Name, selection.NetworksAnnotation, err)
 			}
 			if err := e.opts.Isolation.CheckAll(p.pod.Namespace, elements); err != nil {
-				return nil, planError(types.ErrInvalidNetworkConfig, "pod %s/%s: %v", p.pod.Namespace, p.pod.Name, err)
+				return p, planError(types.ErrInvalidNetworkConfig, "pod %s/%s: %v", p.pod.Namespace, p.pod.Name, err)
 			}
 		}
 	}
@@ -85,7 +86,7 @@ func (e *Engine) buildPlan(ctx context.Context, ifName, containerID string, args
 	for i, el := range elements {
 		list, resource, err := e.resolveNAD(el.Namespace, el.Name)
 		if err != nil {
-			return nil, planError(types.ErrInvalidNetworkConfig, "network %d (%s): %v", i, el.Key(), err)
+			return p, planError(types.ErrInvalidNetworkConfig, "network %d (%s): %v", i, el.Key(), err)
 		}
 		nets = append(nets, netconf.Network{Element: el, ConfList: list})
 		resources = append(resources, resource)
@@ -95,7 +96,7 @@ func (e *Engine) buildPlan(ctx context.Context, ifName, containerID string, args
 	}
 	more, err := netconf.Plan(nets, netconf.PlanOptions{DefaultIfName: ifName})
 	if err != nil {
-		return nil, planError(types.ErrInvalidNetworkConfig, "pod %s/%s: %v", p.pod.Namespace, p.pod.Name, err)
+		return p, planError(types.ErrInvalidNetworkConfig, "pod %s/%s: %v", p.pod.Namespace, p.pod.Name, err)
 	}
 	p.attachments = append(p.attachments, more...)
 	p.resources = resources
@@ -103,7 +104,7 @@ func (e *Engine) buildPlan(ctx context.Context, ifName, containerID string, args
 	p.deviceInfoFiles = make([]string, len(p.attachments))
 	if withDevices {
 		if err := e.assignDevices(ctx, containerID, p); err != nil {
-			return nil, err
+			return p, err
 		}
 	}
 	return p, nil

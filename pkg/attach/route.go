@@ -17,17 +17,18 @@ import (
 // the attachment's interface, the first gateway with the lowest metric.
 // Families without a gateway keep their routes. The gateways are the
 // element's list, or, when it is empty, the gateways of the attachment's IPs
-// in its CNI result. Errors name the interface and the route.
-func setDefaultRoute(netnsPath string, p *plan, results []types.Result) error {
+// in its CNI result. It returns the gateways installed, in order. Errors name
+// the interface and the route.
+func setDefaultRoute(netnsPath string, p *plan, results []types.Result) ([]string, error) {
 	a := p.attachments[p.gateway]
 	gws, err := gatewayIPs(a.Element.GatewayRequest, results[p.gateway], a.IfName)
 	if err != nil {
-		return fmt.Errorf("network %s: default-route: %w", a.NetworkKey, err)
+		return nil, fmt.Errorf("network %s: default-route: %w", a.NetworkKey, err)
 	}
 	if len(gws) == 0 {
-		return fmt.Errorf("network %s: default-route: no gateway given and the CNI result of interface %s has none", a.NetworkKey, a.IfName)
+		return nil, fmt.Errorf("network %s: default-route: no gateway given and the CNI result of interface %s has none", a.NetworkKey, a.IfName)
 	}
-	return ns.WithNetNSPath(netnsPath, func(ns.NetNS) error {
+	err = ns.WithNetNSPath(netnsPath, func(ns.NetNS) error {
 		link, err := netlink.LinkByName(a.IfName)
 		if err != nil {
 			return fmt.Errorf("network %s: default-route: interface %s: %w", a.NetworkKey, a.IfName, err)
@@ -62,6 +63,14 @@ func setDefaultRoute(netnsPath string, p *plan, results []types.Result) error {
 		}
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	via := make([]string, len(gws))
+	for i, gw := range gws {
+		via[i] = gw.String()
+	}
+	return via, nil
 }
 
 // isDefault reports whether dst is a default route's destination (netlink

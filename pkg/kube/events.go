@@ -19,6 +19,9 @@ const (
 	// ReasonAttachFailed (Warning): CNI ADD failed; the message names the
 	// network, the plugin and the reason (spec §7.2).
 	ReasonAttachFailed = "NetworkAttachFailed"
+	// ReasonNetworkStatusFailed (Warning): the network-status PATCH failed
+	// after its retries; the pod's networks are up.
+	ReasonNetworkStatusFailed = "NetworkStatusFailed"
 	// ReasonCorruptRecord (Warning): an attachment record could not be read at
 	// DEL; the teardown fell back to what the API server knows.
 	ReasonCorruptRecord = "CorruptAttachmentRecord"
