@@ -65,18 +65,7 @@ YAML
 # bound to the least-privilege ClusterRole of deploy/, so that the API
 # server's audit and metrics tell its requests apart.
 write_identity() {
-  local pki=$MULTINET_DIR/pki
-  mkdir -p "$pki"
-  if [[ ! -f $pki/multinetd.crt ]]; then
-    openssl req -newkey rsa:2048 -nodes -keyout "$pki/multinetd.key" -subj "/O=multinet:nodes/CN=system:multinetd:$NODE_NAME" \
-      -out "$pki/multinetd.csr" 2>/dev/null
-    openssl x509 -req -in "$pki/multinetd.csr" -CA "$CA_CERT" -CAkey "$CA_KEY" -CAcreateserial -days 30 \
-      -out "$pki/multinetd.crt" 2>/dev/null
-  fi
-  KUBECONFIG=$MULTINET_DIR/multinetd.kubeconfig kc_raw config set-cluster local --server="$APISERVER_URL" --certificate-authority="$CA_CERT" --embed-certs >/dev/null
-  KUBECONFIG=$MULTINET_DIR/multinetd.kubeconfig kc_raw config set-credentials multinetd --client-certificate="$pki/multinetd.crt" --client-key="$pki/multinetd.key" --embed-certs >/dev/null
-  KUBECONFIG=$MULTINET_DIR/multinetd.kubeconfig kc_raw config set-context local --cluster=local --user=multinetd >/dev/null
-  KUBECONFIG=$MULTINET_DIR/multinetd.kubeconfig kc_raw config use-context local >/dev/null
+  client_identity multinetd "/O=multinet:nodes/CN=system:multinetd:$NODE_NAME" "$MULTINET_DIR/multinetd.kubeconfig"
   kc apply -f - >/dev/null <<YAML
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
@@ -96,7 +85,6 @@ subjects:
 YAML
 }
 
-kc_raw() { "$(kubectl_bin)" "$@"; }
 
 conf_written() { [[ -s $CNI_CONF_DIR/00-multinet.conflist ]]; }
 

@@ -54,7 +54,6 @@ WEBHOOK_PROBE_ADDRESS=${MULTINET_WEBHOOK_PROBE_ADDRESS:-127.0.0.1:9444}
 WEBHOOK_CONFIG_NAME=multinet-webhook
 WEBHOOK_KUBECONFIG=$MULTINET_DIR/webhook.kubeconfig
 
-kc_raw() { "$(kubectl_bin)" "$@"; }
 
 netdev_names() {
   local i
@@ -161,18 +160,7 @@ start_deviceplugin() {
 # system:multinet-webhook) bound to the RBAC of docs/webhook.md, so that a
 # missing permission shows up here and not only in a real deployment.
 write_webhook_identity() {
-  local pki=$MULTINET_DIR/pki
-  mkdir -p "$pki"
-  if [[ ! -f $pki/webhook.crt ]]; then
-    openssl req -newkey rsa:2048 -nodes -keyout "$pki/webhook.key" -subj "/CN=system:multinet-webhook" \
-      -out "$pki/webhook.csr" 2>/dev/null
-    openssl x509 -req -in "$pki/webhook.csr" -CA "$CA_CERT" -CAkey "$CA_KEY" -CAcreateserial -days 30 \
-      -out "$pki/webhook.crt" 2>/dev/null
-  fi
-  KUBECONFIG=$WEBHOOK_KUBECONFIG kc_raw config set-cluster local --server="$APISERVER_URL" --certificate-authority="$CA_CERT" --embed-certs >/dev/null
-  KUBECONFIG=$WEBHOOK_KUBECONFIG kc_raw config set-credentials webhook --client-certificate="$pki/webhook.crt" --client-key="$pki/webhook.key" --embed-certs >/dev/null
-  KUBECONFIG=$WEBHOOK_KUBECONFIG kc_raw config set-context local --cluster=local --user=webhook >/dev/null
-  KUBECONFIG=$WEBHOOK_KUBECONFIG kc_raw config use-context local >/dev/null
+  client_identity webhook "/CN=system:multinet-webhook" "$WEBHOOK_KUBECONFIG"
   kc get namespace "$WEBHOOK_NAMESPACE" >/dev/null 2>&1 || kc create namespace "$WEBHOOK_NAMESPACE" >/dev/null
   kc apply -f - >/dev/null <<YAML
 apiVersion: rbac.authorization.k8s.io/v1

@@ -62,50 +62,6 @@ ensure_hosts_entry() {
 
 # ---- certificates and kubeconfigs --------------------------------------------
 
-gen_key() { openssl ecparam -name prime256v1 -genkey -noout -out "$1" 2>/dev/null; chmod 600 "$1"; }
-
-# gen_cert NAME SUBJECT EKU [SAN]: key + certificate signed by the cluster CA.
-gen_cert() {
-  local name=$1 subj=$2 eku=$3 san=${4:-}
-  gen_key "$PKI_DIR/$name.key"
-  openssl req -new -key "$PKI_DIR/$name.key" -subj "$subj" -out "$PKI_DIR/$name.csr" 2>/dev/null
-  {
-    echo "basicConstraints=critical,CA:FALSE"
-    echo "keyUsage=critical,digitalSignature,keyEncipherment"
-    echo "extendedKeyUsage=$eku"
-    [[ -n $san ]] && echo "subjectAltName=$san"
-  } >"$PKI_DIR/$name.ext"
-  openssl x509 -req -in "$PKI_DIR/$name.csr" -CA "$PKI_DIR/ca.crt" -CAkey "$PKI_DIR/ca.key" \
-    -CAcreateserial -days 365 -sha256 -extfile "$PKI_DIR/$name.ext" -out "$PKI_DIR/$name.crt" 2>/dev/null
-  rm -f "$PKI_DIR/$name.csr" "$PKI_DIR/$name.ext"
-}
-
-# write_kubeconfig FILE CERT_NAME: a kubeconfig with embedded credentials.
-write_kubeconfig() {
-  local file=$1 cert=$2
-  cat >"$file" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: multinet
-  cluster:
-    server: https://127.0.0.1:$APISERVER_PORT
-    certificate-authority-data: $(base64 -w0 "$PKI_DIR/ca.crt")
-users:
-- name: $cert
-  user:
-    client-certificate-data: $(base64 -w0 "$PKI_DIR/$cert.crt")
-    client-key-data: $(base64 -w0 "$PKI_DIR/$cert.key")
-contexts:
-- name: multinet
-  context:
-    cluster: multinet
-    user: $cert
-current-context: multinet
-EOF
-  chmod 600 "$file"
-}
-
 make_pki() {
   mkdir -p "$PKI_DIR"
   gen_key "$PKI_DIR/ca.key"

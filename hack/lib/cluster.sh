@@ -60,7 +60,7 @@ KUBECONFIG_FILE=$CLUSTER_DIR/kubeconfig
 # Components in start order; cluster-down stops them in reverse.
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet)
 
-APT_PACKAGES=(etcd-server containerd runc busybox-static iproute2 jq openssl conntrack iptables socat curl util-linux)
+APT_PACKAGES=(etcd-server containerd runc busybox-static iproute2 jq openssl conntrack iptables socat curl util-linux procps)
 K8S_COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet)
 CNI_PLUGINS=(
   plugins/main/bridge plugins/main/dummy plugins/main/host-device plugins/main/ipvlan
@@ -110,6 +110,61 @@ with_lock() {
     flock -w 900 "$LOCK_FD" || die "timed out waiting for $LOCK_FILE"
   fi
   "$@"
+}
+
+# ---- certificates and kubeconfigs (cluster CA in $PKI_DIR) -----------------
+
+gen_key() { openssl ecparam -name prime256v1 -genkey -noout -out "$1" 2>/dev/null; chmod 600 "$1"; }
+
+# gen_cert NAME SUBJECT EKU [SAN]: key + certificate signed by the cluster CA.
+gen_cert() {
+  local name=$1 subj=$2 eku=$3 san=${4:-}
+  gen_key "$PKI_DIR/$name.key"
+  openssl req -new -key "$PKI_DIR/$name.key" -subj "$subj" -out "$PKI_DIR/$name.csr" 2>/dev/null
+  {
+    echo "basicConstraints=critical,CA:FALSE"
+    echo "keyUsage=critical,digitalSignature,keyEncipherment"
+    echo "extendedKeyUsage=$eku"
+    [[ -n $san ]] && echo "subjectAltName=$san"
+  } >"$PKI_DIR/$name.ext"
+  openssl x509 -req -in "$PKI_DIR/$name.csr" -CA "$PKI_DIR/ca.crt" -CAkey "$PKI_DIR/ca.key" \
+    -CAcreateserial -days 365 -sha256 -extfile "$PKI_DIR/$name.ext" -out "$PKI_DIR/$name.crt" 2>/dev/null
+  rm -f "$PKI_DIR/$name.csr" "$PKI_DIR/$name.ext"
+}
+
+# write_kubeconfig FILE CERT_NAME: a kubeconfig with embedded credentials.
+write_kubeconfig() {
+  local file=$1 cert=$2
+  cat >"$file" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: multinet
+  cluster:
+    server: https://127.0.0.1:$APISERVER_PORT
+    certificate-authority-data: $(base64 -w0 "$PKI_DIR/ca.crt")
+users:
+- name: $cert
+  user:
+    client-certificate-data: $(base64 -w0 "$PKI_DIR/$cert.crt")
+    client-key-data: $(base64 -w0 "$PKI_DIR/$cert.key")
+contexts:
+- name: multinet
+  context:
+    cluster: multinet
+    user: $cert
+current-context: multinet
+EOF
+  chmod 600 "$file"
+}
+
+# client_identity NAME SUBJECT KUBECONFIG: a client certificate NAME for
+# SUBJECT signed by the cluster CA (made once) and a kubeconfig using it, for
+# components that must reach the API server under their own user.
+client_identity() {
+  local name=$1 subj=$2 file=$3
+  [[ -f $PKI_DIR/$name.crt ]] || gen_cert "$name" "$subj" clientAuth
+  write_kubeconfig "$file" "$name"
 }
 
 # ---- processes -------------------------------------------------------------
