@@ -36,8 +36,10 @@ interrupted() {
 }
 trap interrupted INT TERM
 
-if ! hack/cluster-up.sh; then
-  rc=$?
+hack/cluster-up.sh
+rc=$?
+if ((rc != 0)); then
+  # ($? after `if ! cmd` is the negation's 0: keep the real code.)
   log "cluster-up failed (exit $rc)"
   down
   exit "$rc"

@@ -163,6 +163,7 @@ EOF
 # components that must reach the API server under their own user.
 client_identity() {
   local name=$1 subj=$2 file=$3
+  mkdir -p "$(dirname "$file")"
   [[ -f $PKI_DIR/$name.crt ]] || gen_cert "$name" "$subj" clientAuth
   write_kubeconfig "$file" "$name"
 }
