@@ -52,6 +52,10 @@ bench: ## cluster benchmark table (hack/bench.sh BENCH_ARGS; needs cluster-up, r
 	hack/bench.sh $(BENCH_ARGS)
 	$(MAKE) --no-print-directory bench-go
 
+.PHONY: measure
+measure: ## memory and CPU of each deployed component with MEASURE_PODS (default 50) multi-network pods (needs cluster-up)
+	hack/measure-components.sh $(or $(MEASURE_PODS),50)
+
 .PHONY: bench-go
 bench-go: ## the go test -bench micro-benchmarks (BENCHTIME, default 1s)
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...

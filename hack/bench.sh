@@ -27,10 +27,20 @@ if [[ ! -s $CNI_CONF_DIR/00-multinet.conflist ]]; then
   exit 1
 fi
 
-mkdir -p _output/bin
+mkdir -p _output/bin _output/bench
 go build -o _output/bin/multinet-bench ./hack/tools/bench
-
-if [[ $(id -u) -ne 0 ]]; then
-  exec sudo --preserve-env _output/bin/multinet-bench "$@"
+# Deployed multinetd (cluster-up's default): its PID from its pod's container
+# (containerd's init.pid), its ServiceAccount as the API user, and netns
+# published in the runtime's netns dir, which the container sees.
+deployed=()
+# shellcheck source=hack/lib/cluster.sh
+. hack/lib/cluster.sh
+if pid=$(deployed_pid multinetd); then
+  echo "$pid" >_output/bench/multinetd.pid
+  deployed=(-daemon-pid-file _output/bench/multinetd.pid -daemon-user system:serviceaccount:multinet-system:multinetd
+    -netns-publish-dir "$CONTAINERD_NETNS_DIR")
 fi
-exec _output/bin/multinet-bench "$@"
+if [[ $(id -u) -ne 0 ]]; then
+  exec sudo --preserve-env _output/bin/multinet-bench "${deployed[@]}" "$@"
+fi
+exec _output/bin/multinet-bench "${deployed[@]}" "$@"

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# cluster-deployed.sh render|up|down|status|rbac: runs multinet on the local
+# cluster-deployed.sh render|up|apply|down|status|rbac: runs multinet on the local
 # cluster the way users install it (images + kubectl apply -k
 # deploy/overlays/local) instead of the host-process multinetd of
-# hack/cluster-cni-multinet.sh. Opt-in: cluster-up, e2e and demo do not call
-# it. Needs a running local cluster (make cluster-up, MULTINET_CNI=multinet).
+# hack/cluster-cni-multinet.sh. cluster-up runs `up` once the node is Ready
+# (MULTINET_DEPLOY=manifests, its default), so the demo and the e2e tests use
+# the deployed components. Needs a running local cluster (MULTINET_CNI=multinet).
 #
 #   render   writes _output/deploy/local.yaml: deploy/overlays/local with the
 #            images of the last `make images` (_output/images/images.txt) and
@@ -19,6 +20,8 @@
 #            stopped first (the test devices stay). The deployed daemon uses
 #            the host daemon's state dir and socket, so pods attached by either
 #            are deleted cleanly by the other.
+#   apply    up without make images: installs the images of the last one
+#            (an uninstall followed by a new install, in the e2e tests).
 #   down     deletes what up applied (not the CRDs: the cluster installed them)
 #            and starts the host-process components again.
 #   status   the deployed components' pods.
@@ -42,8 +45,7 @@ OVERLAY_CLUSTER_DIR=/work/main/_output/cluster
 DEPLOY_OUT=$MULTINET_ROOT/_output/deploy
 RENDERED=$DEPLOY_OUT/local.yaml
 IMAGES_TXT=$MULTINET_ROOT/_output/images/images.txt
-NETNS_DIR=$CLUSTER_DIR/containerd/state/io.containerd.grpc.v1.cri/netns
-STATIC_CNI_DIR=$CACHE_DIR/cni-plugins-static/$CNI_PLUGINS_VERSION
+NETNS_DIR=$CONTAINERD_NETNS_DIR
 WEBHOOK_PORT=9443
 
 require_cluster() {
@@ -65,7 +67,7 @@ render() {
     echo "resources: [$rel]"
     echo "images:"
     while read -r name ref; do
-      echo "- {name: localhost/multinet/$name, newName: ${ref%:*}, newTag: ${ref##*:}}"
+      echo "- {name: localhost/multinet/$name, newName: ${ref%:*}, newTag: \"${ref##*:}\"}"
     done <"$IMAGES_TXT"
   } >"$DEPLOY_OUT/local/kustomization.yaml"
   kc kustomize "$DEPLOY_OUT/local" | sed "s#$OVERLAY_CLUSTER_DIR#$CLUSTER_DIR#g" >"$RENDERED.tmp"
@@ -82,31 +84,20 @@ is_dynamic() {
 }
 
 # ensure_static_delegates replaces dynamically linked plugins in the CNI bin
-# dir with CGO_ENABLED=0 builds of the same version (cached): multinetd runs
-# delegates inside its from-scratch container, where a dynamic binary fails
-# with "no such file or directory".
+# dir (a cluster made before cluster-up built them static) with the static
+# builds of $CNI_CACHE_DIR: multinetd runs delegates inside its from-scratch
+# container, where a dynamic binary fails with "no such file or directory".
 ensure_static_delegates() {
   local p n dynamic=()
   for p in "${CNI_PLUGINS[@]}"; do
     n=$(basename "$p")
-    [[ -x $CNI_BIN_DIR/$n ]] && is_dynamic "$CNI_BIN_DIR/$n" && dynamic+=("$p")
+    [[ -x $CNI_BIN_DIR/$n ]] && is_dynamic "$CNI_BIN_DIR/$n" && dynamic+=("$n")
   done
   ((${#dynamic[@]} == 0)) && return 0
   log "${#dynamic[@]} CNI plugins in $CNI_BIN_DIR are dynamically linked; installing static builds ($CNI_PLUGINS_VERSION)"
-  mkdir -p "$STATIC_CNI_DIR"
-  local pkgs=()
-  for p in "${dynamic[@]}"; do
-    [[ -x $STATIC_CNI_DIR/$(basename "$p") ]] || pkgs+=("github.com/containernetworking/plugins/$p@$CNI_PLUGINS_VERSION")
-  done
-  if ((${#pkgs[@]} > 0)); then
-    (cd "$STATIC_CNI_DIR" && CGO_ENABLED=0 GOBIN=$STATIC_CNI_DIR GOFLAGS=-buildvcs=false go install -trimpath \
-      -ldflags "-s -w -X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=$CNI_PLUGINS_VERSION" \
-      "${pkgs[@]}") >"$MULTINET_ROOT/_output/build-cni-plugins-static.log" 2>&1 ||
-      { tail -n 30 "$MULTINET_ROOT/_output/build-cni-plugins-static.log" >&2; die "building static CNI plugins failed"; }
-  fi
-  for p in "${dynamic[@]}"; do
-    n=$(basename "$p")
-    cp -f "$STATIC_CNI_DIR/$n" "$CNI_BIN_DIR/.$n.tmp.$$"
+  ensure_cni_plugins
+  for n in "${dynamic[@]}"; do
+    cp -f "$CNI_CACHE_DIR/$n" "$CNI_BIN_DIR/.$n.tmp.$$"
     mv -f "$CNI_BIN_DIR/.$n.tmp.$$" "$CNI_BIN_DIR/$n"
   done
 }
@@ -164,8 +155,14 @@ stop_host_components() {
 
 up() {
   require_cluster
-  [[ ${CNI_MODE:-} == multinet ]] || die "the cluster runs CNI_MODE=${CNI_MODE:-?}; deployed multinet needs MULTINET_CNI=multinet"
   IMPORT=1 "$MULTINET_ROOT/hack/images.sh"
+  apply
+}
+
+# apply installs the images of the last `make images` (up without the build).
+apply() {
+  require_cluster
+  [[ ${CNI_MODE:-} == multinet ]] || die "the cluster runs CNI_MODE=${CNI_MODE:-?}; deployed multinet needs MULTINET_CNI=multinet"
   render
   ensure_static_delegates
   ensure_shared_netns
@@ -173,13 +170,21 @@ up() {
   if port_in_use "$WEBHOOK_PORT" && ! kc -n "$NS" get deploy multinet-webhook >/dev/null 2>&1; then
     die "127.0.0.1:$WEBHOOK_PORT is taken by something else than multinet; stop it first"
   fi
-  kc apply -f "$RENDERED" >/dev/null
+  # The CRDs first: the rest may not be applied before they are established.
+  kc apply -f "$RENDERED" -l app.kubernetes.io/component=crds >/dev/null
+  kc wait --for=condition=Established --timeout=60s crd -l app.kubernetes.io/component=crds >/dev/null
+  # (The host bootstrap created the namespace and webhook configurations
+  # without kubectl apply; apply adopts them and says so on stderr.)
+  kc apply -f "$RENDERED" 2> >(grep -v 'is missing the kubectl.kubernetes.io/last-applied' >&2) >/dev/null
   log "applied; waiting for multinetd, the webhook and the device plugin"
   rollout daemonset/multinetd
+  wait_until "multinetd writes 00-multinet.conflist" 60 "" conf_written
+  # A node whose CNI config was gone (an uninstall) is NotReady until then;
+  # the webhook's pod waits for it.
+  wait_until "node $NODE_NAME Ready" 90 "" node_ready
   rollout daemonset/multinet-deviceplugin
   rollout deployment/multinet-webhook
   wait_until "the webhook sets caBundle" 60 "" ca_bundle_set
-  wait_until "multinetd writes 00-multinet.conflist" 60 "" conf_written
   kc -n "$NS" get pods -o wide
   log "multinet runs deployed (images $(awk '{print $2}' "$IMAGES_TXT" | tr '\n' ' ')); back to the host process: $0 down"
 }
@@ -205,58 +210,17 @@ rbac_check() {
   kc kustomize "$DEPLOY_OUT/local" |
     awk 'BEGIN{RS="\n---\n"; ORS="\n---\n"} /\nkind: (Namespace|ServiceAccount|ClusterRole|ClusterRoleBinding|Role|RoleBinding)\n/' >"$tmp"
   kc apply -f "$tmp" 2> >(grep -v '^Warning: resource .* is missing the kubectl.kubernetes.io/last-applied' >&2) >/dev/null
-  local fails=0 checks=0 want as verb rest got
-  local d=system:serviceaccount:$NS:multinetd w=system:serviceaccount:$NS:multinet-webhook p=system:serviceaccount:$NS:multinet-deviceplugin
-  # want  identity  verb  resource [flags]
-  while read -r want as verb rest; do
+  local fails=0 checks=0 want sa verb rest got
+  while read -r want sa verb rest; do
     [[ -z $want || $want == \#* ]] && continue
     # shellcheck disable=SC2086 # rest holds the resource and flags
-    got=$(kc auth can-i "$verb" $rest --as="${!as}" 2>/dev/null || true)
+    got=$(kc auth can-i "$verb" $rest --as="system:serviceaccount:$NS:$sa" 2>/dev/null || true)
     checks=$((checks + 1))
     if [[ $got != "$want" ]]; then
-      log "RBAC: $as can-i $verb $rest = $got, want $want"
+      log "RBAC: $sa can-i $verb $rest = $got, want $want"
       fails=$((fails + 1))
     fi
-  done <<'EOF'
-yes d list pods -A
-yes d watch pods -A
-yes d get pods -n default
-yes d patch pods --subresource=status -n default
-yes d create events -n default
-yes d patch events -n default
-yes d list network-attachment-definitions.k8s.cni.cncf.io -A
-yes d watch network-attachment-definitions.k8s.cni.cncf.io -A
-yes d list ipamclaims.k8s.cni.cncf.io -A
-no d patch pods -n default
-no d update pods -n default
-no d delete pods -n default
-no d get secrets -n default
-no d list secrets -A
-no d get secrets -n multinet-system
-no d create network-attachment-definitions.k8s.cni.cncf.io -n default
-no d update network-attachment-definitions.k8s.cni.cncf.io -n default
-no d patch network-attachment-definitions.k8s.cni.cncf.io -n default
-no d delete network-attachment-definitions.k8s.cni.cncf.io -n default
-no d get nodes
-no d get configmaps -n default
-yes w list network-attachment-definitions.k8s.cni.cncf.io -A
-yes w update mutatingwebhookconfigurations/multinet-webhook
-yes w update validatingwebhookconfigurations/multinet-webhook
-yes w get secrets/multinet-webhook-certs -n multinet-system
-yes w update secrets/multinet-webhook-certs -n multinet-system
-yes w create secrets -n multinet-system
-no w update network-attachment-definitions.k8s.cni.cncf.io -n default
-no w update mutatingwebhookconfigurations/other
-no w create mutatingwebhookconfigurations
-no w delete validatingwebhookconfigurations/multinet-webhook
-no w get secrets/other -n multinet-system
-no w list secrets -n multinet-system
-no w create secrets -n default
-no w list pods -A
-no p get nodes
-no p list pods -A
-no p get secrets -n multinet-system
-EOF
+  done <"$MULTINET_ROOT/deploy/rbac-checks.txt"
   if [[ ${DELETE_RBAC:-0} == 1 ]]; then
     # Not the namespace: others may use it (a host-process webhook's Secret).
     awk 'BEGIN{RS="\n---\n"; ORS="\n---\n"} !/\nkind: Namespace\n/' "$tmp" | kc delete -f - --ignore-not-found >/dev/null
@@ -268,11 +232,12 @@ EOF
 case ${1:-} in
 render) render ;;
 up) up ;;
+apply) apply ;;
 down) down ;;
 status) kc -n "$NS" get daemonsets,deployments,pods -o wide ;;
 rbac) rbac_check ;;
 *)
-  echo "usage: $0 render|up|down|status|rbac" >&2
+  echo "usage: $0 render|up|apply|down|status|rbac" >&2
   exit 2
   ;;
 esac

@@ -39,6 +39,10 @@ delete_pods() {
   n=$(kc get pods -A --no-headers 2>/dev/null | wc -l)
   ((n > 0)) || return 0
   log "deleting $n pod(s) through the kubelet (CNI DEL runs for each)"
+  # The workloads first, while a deployed multinetd still serves their DEL;
+  # then multinet's own pods (multinet-system).
+  kc delete pods --all -A --field-selector metadata.namespace!=multinet-system \
+    --grace-period=1 --wait=true --timeout=45s >/dev/null 2>&1 || true
   if kc delete pods --all -A --grace-period=1 --wait=true --timeout=45s >/dev/null 2>&1; then
     note "deleted $n pod(s) through the kubelet"
   else

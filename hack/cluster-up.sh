@@ -13,6 +13,14 @@
 #   MULTINET_CNI=bridge|multinet  default network: the mnbr0 bridge conflist
 #                                 (default), or multinetd through
 #                                 $MULTINET_CNI_HOOK (hack/cluster-cni-multinet.sh)
+#   MULTINET_DEPLOY=manifests|host  with MULTINET_CNI=multinet: once the node
+#                                 is Ready, replace the host-process
+#                                 bootstrap (multinetd, webhook, device
+#                                 plugin) with the deployed components, as
+#                                 users install them: make images and
+#                                 kubectl apply -k deploy/overlays/local
+#                                 (hack/cluster-deployed.sh up; default), or
+#                                 keep the host processes (host)
 #   K8S_VERSION, CNI_PLUGINS_VERSION, POD_CIDR, KUBECTL, MULTINET_CACHE_DIR
 set -euo pipefail
 
@@ -33,6 +41,7 @@ preflight() {
     die "MULTINET_CNI=multinet needs the hook $MULTINET_CNI_HOOK (installs multinetd + shim); it does not exist yet" ;;
   *) die "MULTINET_CNI=$MULTINET_CNI: want bridge or multinet" ;;
   esac
+  [[ $MULTINET_DEPLOY == manifests || $MULTINET_DEPLOY == host ]] || die "MULTINET_DEPLOY=$MULTINET_DEPLOY: want manifests or host"
   [[ $POD_CIDR =~ ^10\.([0-9]{1,3})\.([0-9]{1,3})\.0/(1[6-9]|2[0-4])$ ]] && ((BASH_REMATCH[1] < 256 && BASH_REMATCH[2] < 256)) ||
     die "POD_CIDR=$POD_CIDR: want a 10.x.y.0/16-24 subnet (only inside this machine)"
   [[ $NODE_NAME =~ ^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$ ]] || die "host name '$NODE_NAME' is not a valid node name"
@@ -336,6 +345,17 @@ smoke_pod_ip() {
     [[ -n $(kc -n default get pod multinet-smoke -o jsonpath='{.status.podIP}') ]]
 }
 
+# deploy_manifests swaps the host-process components for the DaemonSets and
+# the Deployment of deploy/overlays/local (MULTINET_DEPLOY=manifests).
+deploy_manifests() {
+  [[ $MULTINET_CNI == multinet && $MULTINET_DEPLOY == manifests ]] || return 0
+  log "MULTINET_DEPLOY=manifests: make images + kubectl apply -k deploy/overlays/local (hack/cluster-deployed.sh up)"
+  local t=$SECONDS
+  MULTINET_CLUSTER_ENV=$ENV_FILE "$MULTINET_ROOT/hack/cluster-deployed.sh" up >"$LOG_DIR/deploy.log" 2>&1 ||
+    { tail -n 30 "$LOG_DIR/deploy.log" >&2; die "hack/cluster-deployed.sh up failed (log: $LOG_DIR/deploy.log)"; }
+  log "multinet deployed in $((SECONDS - t))s: multinetd, multinet-webhook, multinet-deviceplugin Ready"
+}
+
 smoke_test() {
   wait_until "service account default/default" 60 kube-controller-manager kc -n default get serviceaccount default
   kc -n default delete pod multinet-smoke --ignore-not-found --grace-period=0 --force >/dev/null 2>&1 || true
@@ -408,6 +428,7 @@ up() {
   run_cni_hook
   start_kubelet
   log "node $NODE_NAME Ready ($((SECONDS - t1))s after start)"
+  deploy_manifests
   smoke_test
   log "cluster up in $((SECONDS - t0))s: KUBECONFIG=$KUBECONFIG_FILE; env: $ENV_FILE (source it); logs: $LOG_DIR"
 }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # demo.sh (make demo): the main job. Brings the local cluster up with
-# multinetd as its CNI (default network: bridge + host-local), applies
+# multinet deployed as users install it (make images + kubectl apply -k
+# deploy/overlays/local: the multinetd and device plugin DaemonSets, the
+# webhook Deployment; default network: bridge + host-local), applies
 # examples/ (NetworkAttachmentDefinitions for a bridge, a bridge with static
 # addresses, a macvlan on a host link this script creates, and a network in a
 # second namespace; a Deployment whose pod selects them; a vhost-user device
@@ -24,6 +26,11 @@ if ! ip link show mnd-uplink >/dev/null 2>&1; then
   ip link set mnd-uplink up
   ip link set mnd-uplink-p up
 fi
+
+echo "=== multinet, as deployed by kubectl apply -k deploy/overlays/local (namespace multinet-system)"
+kc -n multinet-system get daemonsets,deployments,pods -o wide 2>/dev/null ||
+  echo "(not deployed: MULTINET_DEPLOY=${MULTINET_DEPLOY}; multinetd runs as a host process)"
+echo
 
 # host-local's data dir goes under the cluster's state, not the host's /var/lib/cni.
 manifests=$(for f in "$MULTINET_ROOT"/examples/*.yaml; do
@@ -70,6 +77,8 @@ device_info=$(kc -n multinet-demo get pod multinet-demo-devices -o jsonpath="{.m
 
 echo
 npods=$(wc -w <<<"$pods")
+deployed=$(kc -n multinet-system get pods -o jsonpath='{range .items[*]}{.metadata.name}={.spec.containers[0].image} {end}' 2>/dev/null)
+echo "multinet components: ${deployed:-host processes (MULTINET_DEPLOY=host)}"
 echo "multinet demo: $npods pod(s) running, $total network attachment(s) in all; last pod: $summary_ifaces"
 echo "device-backed attachment of multinet-demo/multinet-demo-devices: $device_info"
 echo "The cluster stays up: export KUBECONFIG=$KUBECONFIG; make cluster-down stops it."

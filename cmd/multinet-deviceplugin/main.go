@@ -24,6 +24,9 @@ import (
 	"github.com/multinet/multinet/pkg/devinfo"
 )
 
+// version is stamped at build time (-ldflags "-X main.version=TAG", hack/images.sh).
+var version = "dev"
+
 func main() {
 	configPath := flag.String("config", "/etc/multinet/deviceplugin.yaml", "device pool configuration file (JSON or YAML)")
 	dpDir := flag.String("device-plugins-dir", pluginapi.DevicePluginPath, "kubelet's device-plugins directory (holds kubelet.sock and the plugin sockets)")
@@ -34,7 +37,13 @@ func main() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s [flags]\n\nAdvertises network device pools to kubelet (Device Plugin API v1beta1).\n\nFlags:\n", os.Args[0])
 		flag.PrintDefaults()
 	}
+	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
+	if *showVersion {
+		fmt.Println(version)
+		return
+	}
+	klog.InfoS("multinet-deviceplugin starting", "version", version)
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "unexpected arguments: %v\n", flag.Args())
 		flag.Usage()

@@ -29,6 +29,9 @@ import (
 	"github.com/multinet/multinet/pkg/webhook/server"
 )
 
+// version is stamped at build time (-ldflags "-X main.version=TAG", hack/images.sh).
+var version = "dev"
+
 func main() {
 	var c server.Config
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig file; empty: in-cluster config")
@@ -70,7 +73,13 @@ func main() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s [flags]\n\nmultinet admission webhook (docs/webhook.md).\n\nFlags:\n", os.Args[0])
 		flag.PrintDefaults()
 	}
+	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
+	if *showVersion {
+		fmt.Println(version)
+		return
+	}
+	klog.InfoS("multinet-webhook starting", "version", version)
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "unexpected arguments: %v\n", flag.Args())
 		flag.Usage()

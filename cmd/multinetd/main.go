@@ -20,6 +20,9 @@ import (
 	"github.com/multinet/multinet/pkg/daemon"
 )
 
+// version is stamped at build time (-ldflags "-X main.version=TAG", hack/images.sh).
+var version = "dev"
+
 func main() {
 	def := daemon.Defaults()
 	configPath := flag.String("config", "", "daemon configuration file (YAML or JSON); flags override it")
@@ -35,8 +38,16 @@ func main() {
 	defaultConfDir := flag.String("default-network-conf-dir", "", "dir holding the default network's config (default: --cni-conf-dir)")
 	podResources := flag.String("podresources-socket", "", "kubelet PodResources socket (default "+def.PodResourcesSocket+")")
 	metricsAddr := flag.String("metrics-address", "", "address of /metrics, /healthz, /readyz (default "+def.MetricsAddress+")")
+	removeConf := flag.Bool("remove-cni-config-on-exit", os.Getenv("MULTINET_REMOVE_CNI_CONFIG_ON_EXIT") == "true",
+		"remove the CNI config file when stopping (uninstall; default $MULTINET_REMOVE_CNI_CONFIG_ON_EXIT == \"true\")")
 	klog.InitFlags(nil)
+	showVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
+	if *showVersion {
+		fmt.Println(version)
+		return
+	}
+	klog.InfoS("multinetd starting", "version", version)
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "unexpected arguments: %v\n", flag.Args())
 		os.Exit(2)
@@ -63,6 +74,9 @@ func main() {
 	override(&cfg.DefaultNetwork.ConfDir, *defaultConfDir)
 	override(&cfg.PodResourcesSocket, *podResources)
 	override(&cfg.MetricsAddress, *metricsAddr)
+	if *removeConf {
+		cfg.RemoveCNIConfigOnExit = true
+	}
 	if *binDirs != "" {
 		cfg.CNIBinDirs = strings.Split(*binDirs, ":")
 	}

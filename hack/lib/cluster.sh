@@ -13,7 +13,9 @@ K8S_VERSION=${K8S_VERSION:-v1.34.4}
 CNI_PLUGINS_VERSION=${CNI_PLUGINS_VERSION:-v1.9.1}
 CACHE_DIR=${MULTINET_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/multinet}
 K8S_BIN_DIR=$CACHE_DIR/k8s/$K8S_VERSION
-CNI_CACHE_DIR=$CACHE_DIR/cni-plugins/$CNI_PLUGINS_VERSION
+# Static (CGO_ENABLED=0) builds: multinetd's from-scratch container runs
+# them as delegates, and it has no C library.
+CNI_CACHE_DIR=$CACHE_DIR/cni-plugins-static/$CNI_PLUGINS_VERSION
 
 CLUSTER_DIR=${MULTINET_CLUSTER_DIR:-$MULTINET_ROOT/_output/cluster}
 TOOLS_DIR=$MULTINET_ROOT/_output/tools
@@ -28,6 +30,9 @@ HOST_RECORD=$CLUSTER_DIR/host-record # what cluster-up changed on the host, for 
 # The default network until multinetd is the cluster's CNI (MULTINET_CNI=bridge),
 # and its delegate afterwards (MULTINET_CNI=multinet).
 MULTINET_CNI=${MULTINET_CNI:-multinet}
+# manifests: the local cluster runs multinet as deployed by kubectl apply -k
+# deploy/overlays/local (hack/cluster-deployed.sh); host: as host processes.
+MULTINET_DEPLOY=${MULTINET_DEPLOY:-manifests}
 MULTINET_CNI_HOOK=${MULTINET_CNI_HOOK:-$MULTINET_ROOT/hack/cluster-cni-multinet.sh}
 BRIDGE_NAME=mnbr0
 DEFAULT_NETWORK_NAME=multinet-default
@@ -46,6 +51,8 @@ SCHEDULER_PORT=10259
 IMAGE_REF=localhost/multinet/busybox:v1
 CONTAINERD_NAMESPACE=k8s.io
 CONTAINERD_DIR=$CLUSTER_DIR/containerd
+# Pod network namespaces (netns_mounts_under_state_dir).
+CONTAINERD_NETNS_DIR=$CONTAINERD_DIR/state/io.containerd.grpc.v1.cri/netns
 CONTAINERD_SOCKET=$CONTAINERD_DIR/containerd.sock
 KUBELET_ROOT_DIR=$CLUSTER_DIR/kubelet
 # The kubelet keeps device-plugin registration at this fixed path whatever
@@ -353,7 +360,8 @@ ensure_k8s_binaries() {
 }
 
 # ensure_cni_plugins builds the reference CNI plugins into $CNI_CACHE_DIR
-# when missing (go install of the released module, no replace lines needed).
+# when missing (go install of the released module, no replace lines needed),
+# statically linked like the release tarballs.
 ensure_cni_plugins() {
   local p missing=()
   for p in "${CNI_PLUGINS[@]}"; do [[ -x $CNI_CACHE_DIR/$(basename "$p") ]] || missing+=("$p"); done
@@ -362,7 +370,7 @@ ensure_cni_plugins() {
   mkdir -p "$CNI_CACHE_DIR"
   local pkgs=()
   for p in "${missing[@]}"; do pkgs+=("github.com/containernetworking/plugins/$p@$CNI_PLUGINS_VERSION"); done
-  (cd "$CNI_CACHE_DIR" && GOBIN=$CNI_CACHE_DIR GOFLAGS=-buildvcs=false go install -trimpath \
+  (cd "$CNI_CACHE_DIR" && CGO_ENABLED=0 GOBIN=$CNI_CACHE_DIR GOFLAGS=-buildvcs=false go install -trimpath \
     -ldflags "-s -w -X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=$CNI_PLUGINS_VERSION" \
     "${pkgs[@]}") >"$MULTINET_ROOT/_output/build-cni-plugins.log" 2>&1 ||
     { tail -n 30 "$MULTINET_ROOT/_output/build-cni-plugins.log" >&2; die "building the CNI plugins failed"; }
@@ -383,6 +391,16 @@ apiserver_ready() { kc get --raw /readyz >/dev/null 2>&1; }
 
 node_ready() {
   [[ $(kc get node "$(node_name)" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) == True ]]
+}
+
+# deployed_pid NAME prints the host PID of the main process of the running
+# pod app.kubernetes.io/name=NAME in multinet-system (a deployed multinet
+# component), from containerd's task state; fails when there is none.
+deployed_pid() {
+  local id
+  id=$(kc -n multinet-system get pods -l "app.kubernetes.io/name=$1" --field-selector=status.phase=Running \
+    -o jsonpath='{.items[0].status.containerStatuses[0].containerID}' 2>/dev/null) && [[ -n $id ]] || return 1
+  cat "$CONTAINERD_DIR/state/io.containerd.runtime.v2.task/k8s.io/${id#containerd://}/init.pid" 2>/dev/null
 }
 
 # cluster_healthy: every component runs, the API server is ready and the

@@ -102,7 +102,10 @@ func (e *Engine) Add(ctx context.Context, req *api.Request) ([]byte, error) {
 			DeviceID:       p.deviceIDs[i],
 		})
 	}
-	if err := e.opts.Store.Save(rec); err != nil {
+	// The plan needs to outlive a daemon crash during this ADD, not a
+	// power loss (the netns would be gone): no fsync. The final Save below
+	// is durable.
+	if err := e.opts.Store.SaveBuffered(rec); err != nil {
 		e.removeDeviceInfoFiles(rec, len(rec.Attachments))
 		return nil, types.NewError(types.ErrInternal, fmt.Sprintf("save attachment record: %v", err), "")
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -77,6 +78,33 @@ func (f *confFile) render(def *libcni.NetworkConfigList) ([]byte, error) {
 		return nil, fmt.Errorf("render %s: %w", f.path, err)
 	}
 	return append(out, '\n'), nil
+}
+
+// remove deletes the file if it is multinet's (its plugin type is the
+// shim's), so that the runtime falls back to the next config in the conf
+// dir; a file someone else put at that path is left alone. A missing file
+// is not an error. Call it only after run has returned (run would write the
+// file again).
+func (f *confFile) remove() error {
+	raw, err := os.ReadFile(f.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", f.path, err)
+	}
+	var list struct {
+		Plugins []struct {
+			Type string `json:"type"`
+		} `json:"plugins"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil || len(list.Plugins) != 1 || list.Plugins[0].Type != netconf.ShimType {
+		return fmt.Errorf("%s is not multinet's CNI config (want one plugin of type %q); left in place", f.path, netconf.ShimType)
+	}
+	if err := os.Remove(f.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", f.path, err)
+	}
+	return nil
 }
 
 // sync writes the file when the default network is available and the

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -288,5 +289,41 @@ func (e *confEnv) waitVersion(v string) {
 			e.t.Fatalf("multinet's file never got cniVersion %s: %s", v, e.own())
 		case <-tick.C:
 		}
+	}
+}
+
+// remove (removeCNIConfigOnExit, for uninstall) deletes multinet's own file,
+// leaves the default network's config, treats a missing file as done, and
+// refuses a file at that path that is not multinet's.
+func TestConfFileRemove(t *testing.T) {
+	e := newConfEnv(t)
+	e.writeDefault("1.0.0", "")
+	e.ready.Store(true)
+	if ok, err := e.f.sync(); !ok || err != nil {
+		t.Fatalf("sync = %v, %v", ok, err)
+	}
+	if err := e.f.remove(); err != nil {
+		t.Fatalf("remove: %v", err)
+	}
+	if e.own() != nil {
+		t.Fatal("multinet's config file still there after remove")
+	}
+	if _, err := os.Stat(filepath.Join(e.dir, "10-default.conflist")); err != nil {
+		t.Errorf("the default network's config is gone: %v", err)
+	}
+	if err := e.f.remove(); err != nil {
+		t.Errorf("remove of a missing file: %v, want nil", err)
+	}
+
+	foreign := `{"cniVersion":"1.0.0","name":"other","plugins":[{"type":"bridge"}]}`
+	if err := os.WriteFile(e.f.path, []byte(foreign), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := e.f.remove()
+	if err == nil || !strings.Contains(err.Error(), "not multinet's") {
+		t.Errorf("remove of a foreign file: %v, want a not-multinet's error", err)
+	}
+	if got := e.own(); string(got) != foreign {
+		t.Errorf("foreign file changed to %q", got)
 	}
 }

@@ -94,6 +94,12 @@ type Config struct {
 	// GlobalNamespaces (spec §7.4).
 	NamespaceIsolation bool     `json:"namespaceIsolation,omitempty"`
 	GlobalNamespaces   []string `json:"globalNamespaces,omitempty"`
+	// RemoveCNIConfigOnExit removes ConfFileName when the daemon stops,
+	// before it drains in-flight operations. Off by default (spec §6.1: a
+	// restart or upgrade must not let pods start without multinet); turned
+	// on for an uninstall (docs/install.md), when the runtime should fall
+	// back to the next config in CNIConfDir.
+	RemoveCNIConfigOnExit bool `json:"removeCNIConfigOnExit,omitempty"`
 	// AsyncStatus writes network-status after ADD returns.
 	AsyncStatus bool `json:"asyncStatus,omitempty"`
 	// APIQPS and APIBurst limit the daemon's API client.

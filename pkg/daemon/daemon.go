@@ -203,14 +203,31 @@ func Run(ctx context.Context, cfg Config) error {
 		watchDirs:      uniqueDirs(cfg.CNIConfDir, cfg.DefaultNetwork.ConfDir, fileDir(cfg.DefaultNetwork.File)),
 		trigger:        trigger,
 	}
-	go cf.run(runCtx, 10*time.Second, func() { confWritten.Store(true) })
+	confCtx, stopConf := context.WithCancel(runCtx)
+	defer stopConf()
+	confDone := make(chan struct{})
+	go func() {
+		defer close(confDone)
+		cf.run(confCtx, 10*time.Second, func() { confWritten.Store(true) })
+	}()
 
 	select {
 	case <-ctx.Done():
 	case err := <-serveErr:
 		return fmt.Errorf("CNI server: %w", err)
 	}
-	log.Info("shutting down; the CNI config file stays in place")
+	if cfg.RemoveCNIConfigOnExit {
+		// First, so that the runtime stops calling the shim; then drain.
+		stopConf()
+		<-confDone
+		if err := cf.remove(); err != nil {
+			log.Error(err, "removing the CNI config file on exit")
+		} else {
+			log.Info("shutting down; removed the CNI config file (removeCNIConfigOnExit)", "file", cf.path)
+		}
+	} else {
+		log.Info("shutting down; the CNI config file stays in place")
+	}
 	sctx, scancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer scancel()
 	if err := server.Shutdown(sctx); err != nil {

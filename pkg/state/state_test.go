@@ -25,12 +25,18 @@ func sample(id string) *Record {
 }
 
 func TestSaveLoadRoundTrip(t *testing.T) {
+	for name, save := range map[string]func(*Store, *Record) error{"Save": (*Store).Save, "SaveBuffered": (*Store).SaveBuffered} {
+		t.Run(name, func(t *testing.T) { testSaveLoadRoundTrip(t, save) })
+	}
+}
+
+func testSaveLoadRoundTrip(t *testing.T, save func(*Store, *Record) error) {
 	s, err := NewStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	in := sample("abc123")
-	if err := s.Save(in); err != nil {
+	if err := save(s, in); err != nil {
 		t.Fatal(err)
 	}
 	out, err := s.Load("abc123")
@@ -139,18 +145,26 @@ func TestListRemovesInterruptedWrites(t *testing.T) {
 	}
 }
 
-// BenchmarkSave measures one atomic record write (fsync included) on the
-// test's temporary directory.
+// BenchmarkSave measures one atomic record write on the test's temporary
+// directory: Save (fsync of the file and the directory) and SaveBuffered
+// (none).
 func BenchmarkSave(b *testing.B) {
-	s, err := NewStore(b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	r := sample("bench")
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := s.Save(r); err != nil {
-			b.Fatal(err)
-		}
+	for _, bc := range []struct {
+		name string
+		save func(*Store, *Record) error
+	}{{"durable", (*Store).Save}, {"buffered", (*Store).SaveBuffered}} {
+		b.Run(bc.name, func(b *testing.B) {
+			s, err := NewStore(b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			r := sample("bench")
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := bc.save(s, r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -256,26 +255,25 @@ func TestDelegateCNIVersions(t *testing.T) {
 // TestDaemonRestart: multinetd restarted while pods exist: new pods attach,
 // and the pods from before the restart delete cleanly from their records.
 func TestDaemonRestart(t *testing.T) {
+	acrossDaemonChange(t, func() { restartDaemon(t) })
+}
+
+// acrossDaemonChange attaches a pod to a network twice, runs change (a
+// restart, an upgrade of multinetd), then checks that a new pod attaches
+// and that both pods delete cleanly: no address, bridge port or record
+// left.
+func acrossDaemonChange(t *testing.T, change func()) {
+	t.Helper()
 	ns := newNamespace(t)
 	a := bridgeNet(t, ns, "r", "1.0.0", nil)
 	runPod(t, podSpec(ns, "before", "r,r"))
-	restartDaemon(t)
+	change()
 	p := runPod(t, podSpec(ns, "after", "r"))
 	checkStatusMatchesPod(t, p, []string{"eth0", "net1"})
 	deletePod(t, ns, "before")
 	deletePod(t, ns, "after")
 	assertReleased(t, a)
 	assertNoRecords(t, ns)
-}
-
-// restartDaemon restarts multinetd through the cluster hook.
-func restartDaemon(t *testing.T) {
-	t.Helper()
-	ctx := testContext(t, 90*time.Second)
-	cmd := exec.CommandContext(ctx, "../../hack/cluster-cni-multinet.sh", "restart")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("restart multinetd: %v\n%s", err, out)
-	}
 }
 
 // TestConcurrentPods: a burst of pods with two extra networks each all come
@@ -383,20 +381,6 @@ func readRecord(t *testing.T, file string) *state.Record {
 		t.Fatal(err)
 	}
 	return &r
-}
-
-// componentPID reads the PID of a cluster component from its PID file.
-func componentPID(t *testing.T, name string) int {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(testCluster.mustEnv(t, "PID_DIR"), name+".pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatalf("%s.pid: %v", name, err)
-	}
-	return pid
 }
 
 // runShim execs the installed multinet-shim as the container runtime does:

@@ -138,21 +138,30 @@ func describePods(pods []corev1.Pod) string {
 	return b.String()
 }
 
-// kubectl runs the cluster's kubectl with its kubeconfig and returns the
-// combined output.
+// kubectl runs the cluster's kubectl with its kubeconfig (deadline: a
+// minute) and returns its stdout, with its stderr appended when it fails.
+// Only stdout on success: kubectl may log to stderr (exec stream notices,
+// warnings about cluster-scoped resources), which is no part of the answer.
 func kubectl(ctx context.Context, args ...string) (string, error) {
+	return kubectlTimeout(ctx, 60*time.Second, args...)
+}
+
+// kubectlTimeout is kubectl with deadline d.
+func kubectlTimeout(ctx context.Context, d time.Duration, args ...string) (string, error) {
 	bin := testCluster.env["KUBECTL"]
 	if bin == "" {
 		bin = "kubectl"
 	}
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, append([]string{"--kubeconfig", testCluster.env["KUBECONFIG"]}, args...)...)
-	var out bytes.Buffer
-	cmd.Stdout = &out
-	cmd.Stderr = &out
-	err := cmd.Run()
-	return out.String(), err
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String() + stderr.String(), err
+	}
+	return stdout.String(), nil
 }
 
 // deleteDeploymentAndWait deletes the Deployment and waits until its pods are

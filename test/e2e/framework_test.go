@@ -34,6 +34,9 @@ type cluster struct {
 	config *rest.Config
 	kube   kubernetes.Interface
 	multi  *apiclient.Clientset
+	// deployed: multinet runs as deployed by deploy/overlays/local, not as
+	// host processes (components_test.go).
+	deployed bool
 }
 
 var testCluster *cluster
@@ -95,7 +98,11 @@ func connect() (*cluster, error) {
 	if strings.TrimSpace(string(body)) != "ok" {
 		return nil, fmt.Errorf("GET %s/readyz: %q", config.Host, body)
 	}
-	return &cluster{env: env, config: config, kube: kube, multi: multi}, nil
+	c := &cluster{env: env, config: config, kube: kube, multi: multi}
+	if c.deployed, err = detectDeployed(ctx, c); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // readEnvFile parses the `export KEY=value` lines of cluster-up's env file.

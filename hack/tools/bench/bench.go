@@ -67,11 +67,17 @@ func newBench(o *options, e *env) (*bench, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The bench networks' host-local dataDir: under the cluster's
+	// CNI_IPAM_DIR when there is one, which a deployed multinetd mounts.
+	ipamDir := filepath.Join(workDir, "ipam")
+	if e.ipamDir != "" {
+		ipamDir = filepath.Join(e.ipamDir, "bench")
+	}
 	b := &bench{
 		o: o, e: e, c: c, lock: lock,
-		ipamDir:  filepath.Join(workDir, "ipam"),
+		ipamDir:  ipamDir,
 		cacheDir: filepath.Join(workDir, "cni-cache"),
-		netns:    newNetnsPool(o.netnsPrefix),
+		netns:    newNetnsPool(o.netnsPrefix, o.netnsPublishDir),
 		tracker:  &tracker{},
 		res:      &results{o: o},
 	}
@@ -264,11 +270,11 @@ func (b *bench) versionPhase() error {
 
 // newSandbox makes a fresh netns and container ID for pod.
 func (b *bench) newSandbox(ctx context.Context, pod podRef) (*sandbox, error) {
-	name, err := b.netns.add(ctx)
+	name, path, err := b.netns.add(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &sandbox{netns: name, containerID: newContainerID(), pod: pod}, nil
+	return &sandbox{netns: name, path: path, containerID: newContainerID(), pod: pod}, nil
 }
 
 // split is one multinet operation as multinetd's own histograms saw it:

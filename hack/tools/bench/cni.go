@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
+	"golang.org/x/sys/unix"
 )
 
 // netnsDir is where `ip netns add` mounts named network namespaces.
@@ -22,11 +23,12 @@ const netnsDir = "/var/run/netns"
 // ID and the pod it belongs to (CNI_ARGS).
 type sandbox struct {
 	netns       string // name under netnsDir
+	path        string // the netns path handed to CNI (CNI_NETNS)
 	containerID string
 	pod         podRef
 }
 
-func (s *sandbox) netnsPath() string { return filepath.Join(netnsDir, s.netns) }
+func (s *sandbox) netnsPath() string { return s.path }
 
 // podRef identifies a pod as the runtime does in CNI_ARGS.
 type podRef struct {
@@ -63,30 +65,52 @@ func newContainerID() string {
 // netnsPool creates and deletes the bench's named network namespaces.
 type netnsPool struct {
 	prefix string
-	mu     sync.Mutex
-	n      int
-	live   map[string]bool
+	// publishDir, when set, is where each netns is also bind-mounted (as
+	// the runtime does in its own netns dir), and that path is the one
+	// handed to CNI: a deployed multinetd sees the runtime's netns dir,
+	// not the host's /var/run/netns.
+	publishDir string
+	mu         sync.Mutex
+	n          int
+	live       map[string]bool
 }
 
-func newNetnsPool(prefix string) *netnsPool {
-	return &netnsPool{prefix: prefix, live: map[string]bool{}}
+func newNetnsPool(prefix, publishDir string) *netnsPool {
+	return &netnsPool{prefix: prefix, publishDir: publishDir, live: map[string]bool{}}
 }
 
-// add creates a fresh named netns (ip netns add) and returns its name.
-func (p *netnsPool) add(ctx context.Context) (string, error) {
+// add creates a fresh named netns (ip netns add, then the bind mount into
+// publishDir) and returns its name and the path CNI gets.
+func (p *netnsPool) add(ctx context.Context) (name, path string, err error) {
 	p.mu.Lock()
 	p.n++
-	name := fmt.Sprintf("%s%d", p.prefix, p.n)
+	name = fmt.Sprintf("%s%d", p.prefix, p.n)
 	p.live[name] = true
 	p.mu.Unlock()
 	if out, err := exec.CommandContext(ctx, "ip", "netns", "add", name).CombinedOutput(); err != nil {
-		return "", fmt.Errorf("ip netns add %s: %v: %s", name, err, strings.TrimSpace(string(out)))
+		return "", "", fmt.Errorf("ip netns add %s: %v: %s", name, err, strings.TrimSpace(string(out)))
 	}
-	return name, nil
+	if p.publishDir == "" {
+		return name, filepath.Join(netnsDir, name), nil
+	}
+	path = filepath.Join(p.publishDir, name)
+	if err := os.WriteFile(path, nil, 0o444); err != nil {
+		return "", "", fmt.Errorf("netns %s: %w", name, err)
+	}
+	if err := unix.Mount(filepath.Join(netnsDir, name), path, "", unix.MS_BIND, ""); err != nil {
+		return "", "", fmt.Errorf("bind-mount netns %s at %s: %w", name, path, err)
+	}
+	return name, path, nil
 }
 
-// del deletes a netns made by add (ip netns del).
+// del deletes a netns made by add (its bind mount in publishDir, then ip
+// netns del).
 func (p *netnsPool) del(name string) error {
+	if p.publishDir != "" {
+		path := filepath.Join(p.publishDir, name)
+		_ = unix.Unmount(path, unix.MNT_DETACH)
+		_ = os.Remove(path)
+	}
 	out, err := exec.Command("ip", "netns", "del", name).CombinedOutput()
 	p.mu.Lock()
 	delete(p.live, name)

@@ -59,6 +59,7 @@ type options struct {
 	subnets         []string
 	bridges         []string
 	netnsPrefix     string
+	netnsPublishDir string
 	namespace       string
 	runtimeConf     string
 	daemonPIDFile   string
@@ -87,6 +88,7 @@ func parseFlags() (*options, error) {
 	flag.StringVar(&subnets, "subnets", "172.31.250.0/24,172.31.251.0/24", "host-local subnets of the two bench bridge networks")
 	flag.StringVar(&bridges, "bridges", "mnbench-a,mnbench-b", "Linux bridges of the two bench networks")
 	flag.StringVar(&o.netnsPrefix, "netns-prefix", "mnbench-", "prefix of the bench's netns names")
+	flag.StringVar(&o.netnsPublishDir, "netns-publish-dir", "", "also bind-mount each netns here and hand CNI that path (the runtime's netns dir, for a deployed multinetd)")
 	flag.StringVar(&o.namespace, "namespace", "", "bench namespace (default multinet-bench-<random>)")
 	flag.StringVar(&o.runtimeConf, "runtime-conf", "", "the runtime's CNI config list, whose only plugin is multinet-shim (default $CNI_CONF_DIR/00-multinet.conflist)")
 	flag.StringVar(&o.daemonPIDFile, "daemon-pid-file", "", "multinetd's PID file, for its RSS (default $PID_DIR/multinetd.pid)")
