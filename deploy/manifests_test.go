@@ -316,23 +316,33 @@ func TestWebhookAndDevicePlugin(t *testing.T) {
 		if slices.Contains(c.Args, "--manage-webhook-configurations") {
 			t.Error("the configurations are applied from deploy/; the webhook's RBAC does not allow it to create them")
 		}
+		// Both overlays: two replicas in the pod network behind the Service,
+		// kept available by the PodDisruptionBudget (the local API server
+		// routes to the Service's endpoints itself).
 		_, hasPDB := o["PodDisruptionBudget/multinet-webhook"]
-		switch dir {
-		case "overlays/default":
-			if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 || !hasPDB {
-				t.Errorf("replicas %v, PDB %v: want 2 replicas and a PodDisruptionBudget", d.Spec.Replicas, hasPDB)
+		if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 || !hasPDB || spec.HostNetwork {
+			t.Errorf("replicas %v, PDB %v, hostNetwork %v: want 2 replicas in the pod network and a PodDisruptionBudget", d.Spec.Replicas, hasPDB, spec.HostNetwork)
+		}
+		var pdb struct {
+			Spec struct {
+				MinAvailable int `json:"minAvailable"`
 			}
-			var pdb struct {
-				Spec struct {
-					MinAvailable int `json:"minAvailable"`
-				}
+		}
+		if err := yaml.Unmarshal(o["PodDisruptionBudget/multinet-webhook"], &pdb); err != nil || pdb.Spec.MinAvailable != 1 {
+			t.Errorf("PDB minAvailable %d (%v), want 1", pdb.Spec.MinAvailable, err)
+		}
+		if _, ok := o["Service/multinet-webhook"]; !ok {
+			t.Error("no Service multinet-webhook")
+		}
+		if dir == "overlays/local" {
+			env := map[string]string{}
+			for _, e := range c.Env {
+				env[e.Name] = e.Value
 			}
-			if err := yaml.Unmarshal(o["PodDisruptionBudget/multinet-webhook"], &pdb); err != nil || pdb.Spec.MinAvailable != 1 {
-				t.Errorf("PDB minAvailable %d (%v), want 1", pdb.Spec.MinAvailable, err)
-			}
-		case "overlays/local":
-			if !spec.HostNetwork || hasPDB {
-				t.Errorf("local: hostNetwork %v, PDB %v; want the host network (API server → 127.0.0.1) and no PDB for one replica", spec.HostNetwork, hasPDB)
+			// No kube-proxy: the pod reaches the API server at the pod
+			// network's gateway (hack/cluster-up.sh's apiserver-pod-proxy).
+			if env["KUBERNETES_SERVICE_HOST"] != "10.244.0.1" || env["KUBERNETES_SERVICE_PORT"] != "6443" {
+				t.Errorf("local webhook env %v: want the API server at 10.244.0.1:6443", env)
 			}
 			for _, p := range append(append([]corev1.Container{}, spec.Containers...), spec.InitContainers...) {
 				if p.ImagePullPolicy != corev1.PullNever || !strings.HasPrefix(p.Image, "localhost/multinet/") {
@@ -466,7 +476,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 }
 
 // webhookOptions are the options main derives from the Deployment's flags
-// (deploy/base/webhook-deployment.yaml; local: --url).
+// (deploy/base/webhook-deployment.yaml); a url clientConfig when url is set.
 func webhookOptions(url string) registration.Options {
 	return registration.Options{
 		MutatingName: "multinet-webhook", ValidatingName: "multinet-webhook",
@@ -511,8 +521,9 @@ func TestWebhookConfigurationsCurrent(t *testing.T) {
 		t.Errorf("%s is not what the webhook renders; regenerate it:\n  go run ./cmd/multinet-webhook --print-webhook-configurations --namespace multinet-system > deploy/%s\n(or go test ./deploy -run TestWebhookConfigurationsCurrent -update)", file, file)
 	}
 
-	// Rendered overlays: the same webhooks; local with the url clientConfig.
-	for dir, url := range map[string]string{"overlays/default": "", "overlays/local": "https://127.0.0.1:9443"} {
+	// Rendered overlays: the same webhooks, both calling the Service.
+	const url = ""
+	for _, dir := range []string{"overlays/default", "overlays/local"} {
 		o := render(t, dir)
 		mwc, vwc, err := registration.Render(webhookOptions(url), nil)
 		if err != nil {

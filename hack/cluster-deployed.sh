@@ -46,7 +46,9 @@ DEPLOY_OUT=$MULTINET_ROOT/_output/deploy
 RENDERED=$DEPLOY_OUT/local.yaml
 IMAGES_TXT=$MULTINET_ROOT/_output/images/images.txt
 NETNS_DIR=$CONTAINERD_NETNS_DIR
-WEBHOOK_PORT=9443
+# The API server address the overlay gives the webhook's pods (the pod
+# network's gateway of the default POD_CIDR; apiserver-pod-proxy).
+OVERLAY_POD_GATEWAY=10.244.0.1
 
 require_cluster() {
   [[ -f $ENV_FILE ]] || die "no local cluster ($ENV_FILE missing): make cluster-up"
@@ -70,7 +72,9 @@ render() {
       echo "- {name: localhost/multinet/$name, newName: ${ref%:*}, newTag: \"${ref##*:}\"}"
     done <"$IMAGES_TXT"
   } >"$DEPLOY_OUT/local/kustomization.yaml"
-  kc kustomize "$DEPLOY_OUT/local" | sed "s#$OVERLAY_CLUSTER_DIR#$CLUSTER_DIR#g" >"$RENDERED.tmp"
+  kc kustomize "$DEPLOY_OUT/local" |
+    sed -e "s#$OVERLAY_CLUSTER_DIR#$CLUSTER_DIR#g" \
+      -e "/name: KUBERNETES_SERVICE_HOST/{n;s#value: $OVERLAY_POD_GATEWAY\$#value: ${POD_GATEWAY:-$OVERLAY_POD_GATEWAY}#}" >"$RENDERED.tmp"
   mv -f "$RENDERED.tmp" "$RENDERED"
   log "rendered ${RENDERED#"$MULTINET_ROOT"/} ($(grep -c '^kind:' "$RENDERED") objects; images $(awk '{print $2}' "$IMAGES_TXT" | tr '\n' ' '))"
 }
@@ -130,6 +134,21 @@ rollout() { # rollout KIND/NAME: waits until it is fully rolled out and Ready
     }
 }
 
+# remove_url_webhook_configurations deletes the webhook configurations the
+# host-process webhook made (a url clientConfig, no last-applied
+# annotation): kubectl apply would merge the Service into them and keep the
+# url, which the API server refuses (one of url or service). The deployed
+# webhook sets caBundle again on the applied ones.
+remove_url_webhook_configurations() {
+  local kind
+  for kind in mutatingwebhookconfiguration validatingwebhookconfiguration; do
+    if [[ -n $(kc get "$kind" multinet-webhook -o jsonpath='{.webhooks[*].clientConfig.url}' 2>/dev/null) ]]; then
+      kc delete "$kind" multinet-webhook --ignore-not-found >/dev/null
+      log "deleted the host-process webhook's $kind (url clientConfig); the applied one names the Service"
+    fi
+  done
+}
+
 ca_bundle_set() {
   [[ -n $(kc get mutatingwebhookconfiguration multinet-webhook -o jsonpath='{.webhooks[0].clientConfig.caBundle}') ]] &&
     [[ -n $(kc get validatingwebhookconfiguration multinet-webhook -o jsonpath='{.webhooks[*].clientConfig.caBundle}') ]]
@@ -167,9 +186,7 @@ apply() {
   ensure_static_delegates
   ensure_shared_netns
   stop_host_components
-  if port_in_use "$WEBHOOK_PORT" && ! kc -n "$NS" get deploy multinet-webhook >/dev/null 2>&1; then
-    die "127.0.0.1:$WEBHOOK_PORT is taken by something else than multinet; stop it first"
-  fi
+  remove_url_webhook_configurations
   # The CRDs first: the rest may not be applied before they are established.
   kc apply -f "$RENDERED" -l app.kubernetes.io/component=crds >/dev/null
   kc wait --for=condition=Established --timeout=60s crd -l app.kubernetes.io/component=crds >/dev/null

@@ -80,7 +80,7 @@ make_pki() {
   openssl genrsa -out "$PKI_DIR/sa.key" 2048 2>/dev/null
   openssl rsa -in "$PKI_DIR/sa.key" -pubout -out "$PKI_DIR/sa.pub" 2>/dev/null
   gen_cert apiserver "/CN=kube-apiserver" serverAuth \
-    "IP:127.0.0.1,IP:$FIRST_SERVICE_IP,DNS:localhost,DNS:$NODE_NAME,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+    "IP:127.0.0.1,IP:$FIRST_SERVICE_IP,IP:$POD_GATEWAY,DNS:localhost,DNS:$NODE_NAME,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
   gen_cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
   gen_cert admin "/O=system:masters/CN=multinet-admin" clientAuth
   gen_cert controller-manager "/CN=system:kube-controller-manager" clientAuth
@@ -116,12 +116,32 @@ start_apiserver() {
     --service-account-key-file "$PKI_DIR/sa.pub" --service-account-signing-key-file "$PKI_DIR/sa.key" \
     --service-cluster-ip-range "$SERVICE_CIDR" \
     --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
+    --enable-aggregator-routing=true \
     --allow-privileged=true \
     --kubelet-client-certificate "$PKI_DIR/apiserver-kubelet-client.crt" \
     --kubelet-client-key "$PKI_DIR/apiserver-kubelet-client.key" \
     --kubelet-certificate-authority "$PKI_DIR/ca.crt" \
     --profiling=false --v=1
   wait_until "kube-apiserver /readyz" 120 "etcd kube-apiserver" apiserver_ready
+}
+
+# start_apiserver_pod_proxy makes the pod network's bridge with its gateway
+# address (the bridge plugin of the default network finds it ready) and
+# forwards $POD_GATEWAY:$APISERVER_PORT to the API server on loopback, with
+# socat. It stands in for kube-proxy's kubernetes Service, for pods only:
+# the API server itself keeps listening on 127.0.0.1 alone, and nothing
+# listens outside the bridge this script made. The deployed webhook (pod
+# network) reaches the API server there (deploy/overlays/local).
+start_apiserver_pod_proxy() {
+  local prefix=${POD_CIDR#*/}
+  ip link add "$BRIDGE_NAME" type bridge
+  ip addr add "$POD_GATEWAY/$prefix" dev "$BRIDGE_NAME"
+  ip link set "$BRIDGE_NAME" up
+  start_component apiserver-pod-proxy socat \
+    "TCP-LISTEN:$APISERVER_PORT,bind=$POD_GATEWAY,reuseaddr,fork" "TCP:127.0.0.1:$APISERVER_PORT"
+  wait_until "the API server at $POD_GATEWAY:$APISERVER_PORT" 20 apiserver-pod-proxy \
+    curl -fsS --cacert "$PKI_DIR/ca.crt" --cert "$PKI_DIR/admin.crt" --key "$PKI_DIR/admin.key" \
+    -o /dev/null "https://$POD_GATEWAY:$APISERVER_PORT/readyz"
 }
 
 apply_crds() {
@@ -215,9 +235,7 @@ start_containerd() {
 # host-local IPAM (state in the cluster dir, never /var/lib/cni), portmap and
 # bandwidth for the capabilities the kubelet passes.
 default_network_conflist() {
-  # The gateway is the subnet's first address (POD_CIDR names its network address).
-  local net=${POD_CIDR%/*} gw
-  gw=${net%.*}.$((${net##*.} + 1))
+  local gw=$POD_GATEWAY
   cat <<EOF
 {
   "cniVersion": "1.0.0",
@@ -277,6 +295,8 @@ export DEFAULT_NETWORK_NAME=$DEFAULT_NETWORK_NAME
 export DEFAULT_NETWORK_CONF=$DEFAULT_NETWORK_CONF
 export DEFAULT_NETWORK_BRIDGE=$BRIDGE_NAME
 export POD_CIDR=$POD_CIDR
+export POD_GATEWAY=$POD_GATEWAY
+export APISERVER_POD_URL=https://$POD_GATEWAY:$APISERVER_PORT
 export SERVICE_CIDR=$SERVICE_CIDR
 export CONTAINERD_SOCKET=$CONTAINERD_SOCKET
 export CONTAINERD_NAMESPACE=$CONTAINERD_NAMESPACE
@@ -421,6 +441,7 @@ up() {
   local t1=$SECONDS
   start_etcd
   start_apiserver
+  start_apiserver_pod_proxy
   log "etcd and kube-apiserver ready ($((SECONDS - t1))s)"
   apply_crds
   start_controllers

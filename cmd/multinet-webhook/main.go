@@ -59,6 +59,7 @@ func main() {
 	flag.DurationVar(&c.CertSpec.CAValidity, "ca-validity", 3*365*24*time.Hour, "lifetime of a self-managed CA; renewed at 2/3")
 	flag.DurationVar(&c.CertSpec.CertValidity, "cert-validity", 365*24*time.Hour, "lifetime of a self-managed serving certificate; renewed at 2/3")
 	flag.DurationVar(&c.CertCheckInterval, "cert-check-interval", 10*time.Minute, "longest time between certificate and caBundle checks")
+	flag.DurationVar(&c.ShutdownDelay, "shutdown-delay", 5*time.Second, "on SIGTERM, keep answering admission requests this long with /readyz failing, so that endpoints drop this replica first (0: stop at once)")
 	extraSANs := flag.String("extra-sans", "", "comma-separated extra DNS names and IP addresses for the serving certificate")
 
 	rnKeys := flag.String("resource-name-annotations", strings.Join(webhook.DefaultResourceNameAnnotations, ","), "comma-separated NAD annotation keys holding the resource name, first present wins")

@@ -38,6 +38,9 @@ BRIDGE_NAME=mnbr0
 DEFAULT_NETWORK_NAME=multinet-default
 POD_CIDR=${POD_CIDR:-10.244.0.0/24}
 SERVICE_CIDR=10.96.0.0/16
+# The pod network's gateway, the mnbr0 bridge's address: POD_CIDR's first
+# address. Pods reach the API server there (apiserver-pod-proxy).
+POD_GATEWAY=$(net=${POD_CIDR%/*} && echo "${net%.*}.$((${net##*.} + 1))")
 FIRST_SERVICE_IP=10.96.0.1
 
 ETCD_CLIENT_PORT=2379
@@ -65,7 +68,7 @@ CNI_IPAM_DIR=$CLUSTER_DIR/cni/ipam
 KUBECONFIG_FILE=$CLUSTER_DIR/kubeconfig
 
 # Components in start order; cluster-down stops them in reverse.
-COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet)
+COMPONENTS=(etcd kube-apiserver apiserver-pod-proxy kube-controller-manager kube-scheduler containerd kubelet)
 
 APT_PACKAGES=(etcd-server containerd runc busybox-static iproute2 jq openssl conntrack iptables socat curl util-linux procps)
 K8S_COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet)

@@ -33,7 +33,6 @@ const systemNamespace = "multinet-system"
 // of its pods in deploy/.
 var deployedComponents = map[string]string{
 	"multinetd":             "multinetd",
-	"multinet-webhook":      "multinet-webhook",
 	"multinet-deviceplugin": "multinet-deviceplugin",
 }
 
@@ -59,8 +58,9 @@ func requireDeployed(t *testing.T) {
 }
 
 // componentPID returns the host PID of a cluster component: for a deployed
-// multinet component, the main process of its pod's (single, Ready)
-// container; otherwise the PID file the cluster scripts wrote.
+// multinet DaemonSet, the main process of its pod's container on this node;
+// otherwise the PID file the cluster scripts wrote. (The deployed webhook
+// has two replicas: see webhookTarget.)
 func componentPID(t *testing.T, name string) int {
 	t.Helper()
 	if label, ok := deployedComponents[name]; ok && testCluster.deployed {
@@ -77,9 +77,9 @@ func componentPID(t *testing.T, name string) int {
 	return pid
 }
 
-// runningPod returns the one running, not terminating pod of multinet-system
+// runningPods returns the running, not terminating pods of multinet-system
 // with app.kubernetes.io/name=label.
-func runningPod(t *testing.T, label string) *corev1.Pod {
+func runningPods(t *testing.T, label string) []*corev1.Pod {
 	t.Helper()
 	ctx := testContext(t, 30*time.Second)
 	list, err := testCluster.kube.CoreV1().Pods(systemNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + label})
@@ -93,10 +93,29 @@ func runningPod(t *testing.T, label string) *corev1.Pod {
 			found = append(found, p)
 		}
 	}
+	if len(found) == 0 {
+		t.Fatalf("no running %s pod in %s:\n%s", label, systemNamespace, describePods(list.Items))
+	}
+	return found
+}
+
+// runningPod returns the one running, not terminating pod of multinet-system
+// with app.kubernetes.io/name=label (a DaemonSet's on this node).
+func runningPod(t *testing.T, label string) *corev1.Pod {
+	t.Helper()
+	found := runningPods(t, label)
 	if len(found) != 1 {
-		t.Fatalf("%d running %s pods in %s, want 1:\n%s", len(found), label, systemNamespace, describePods(list.Items))
+		t.Fatalf("%d running %s pods in %s, want 1:\n%s", len(found), label, systemNamespace, describePods(derefPods(found)))
 	}
 	return found[0]
+}
+
+func derefPods(ps []*corev1.Pod) []corev1.Pod {
+	out := make([]corev1.Pod, len(ps))
+	for i, p := range ps {
+		out[i] = *p
+	}
+	return out
 }
 
 // containerPID returns the host PID of the pod's first container from the

@@ -5,14 +5,20 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	admv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // TestDeployedComponents: `kubectl apply -k deploy/overlays/local` (through
@@ -56,16 +62,31 @@ func TestDeployedComponents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	clientConfigs := map[string]admv1.WebhookClientConfig{}
 	for _, w := range mwc.Webhooks {
-		if len(w.ClientConfig.CABundle) == 0 {
-			t.Errorf("mutating webhook %s has no caBundle", w.Name)
-		}
+		clientConfigs["mutating "+w.Name] = w.ClientConfig
 	}
 	for _, w := range vwc.Webhooks {
-		if len(w.ClientConfig.CABundle) == 0 {
-			t.Errorf("validating webhook %s has no caBundle", w.Name)
+		clientConfigs["validating "+w.Name] = w.ClientConfig
+	}
+	if len(clientConfigs) != 3 {
+		t.Errorf("%d webhooks, want 3 (mutate pods, validate pods and NADs)", len(clientConfigs))
+	}
+	// The API server calls the webhook through its Service, as on any
+	// cluster (it routes to the endpoints itself: no kube-proxy here).
+	for name, cc := range clientConfigs {
+		if len(cc.CABundle) == 0 {
+			t.Errorf("%s has no caBundle", name)
+		}
+		if cc.URL != nil || cc.Service == nil || cc.Service.Namespace != systemNamespace || cc.Service.Name != "multinet-webhook" {
+			t.Errorf("%s clientConfig url %v service %+v, want the Service %s/multinet-webhook", name, cc.URL, cc.Service, systemNamespace)
 		}
 	}
+	// Two replicas, kept available by the PodDisruptionBudget.
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
+		t.Errorf("multinet-webhook replicas %v, want 2", d.Spec.Replicas)
+	}
+	waitWebhookAvailable(t)
 	conf := filepath.Join(testCluster.mustEnv(t, "CNI_CONF_DIR"), "00-multinet.conflist")
 	if _, err := os.Stat(conf); err != nil {
 		t.Errorf("multinetd's CNI config: %v", err)
@@ -172,4 +193,72 @@ func TestDeployedRBAC(t *testing.T) {
 		t.Fatalf("only %d checks in rbac-checks.txt", n)
 	}
 	t.Logf("%d kubectl auth can-i checks", n)
+}
+
+// waitWebhookAvailable waits until both webhook replicas are Ready and the
+// PodDisruptionBudget counts them (2 healthy, 1 disruption allowed).
+func waitWebhookAvailable(t *testing.T) {
+	t.Helper()
+	ctx := testContext(t, 2*time.Minute)
+	var last string
+	err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		d, err := testCluster.kube.AppsV1().Deployments(systemNamespace).Get(ctx, "multinet-webhook", metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		pdb, err := testCluster.kube.PolicyV1().PodDisruptionBudgets(systemNamespace).Get(ctx, "multinet-webhook", metav1.GetOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		last = fmt.Sprintf("deployment %+v; PodDisruptionBudget %+v", d.Status, pdb.Status)
+		return d.Status.ReadyReplicas == 2 && d.Status.UpdatedReplicas == 2 && d.Status.Replicas == 2 &&
+			pdb.Status.CurrentHealthy == 2 && pdb.Status.DisruptionsAllowed == 1, nil
+	})
+	if err != nil {
+		t.Fatalf("multinet-webhook not available with 2 replicas: %s", last)
+	}
+}
+
+// TestWebhookDisruptionBudget: the webhook's two replicas and its
+// PodDisruptionBudget (minAvailable 1) keep admission working through a
+// drain. Evicting one replica is allowed; evicting the other right after is
+// refused (HTTP 429) while the first one's replacement is not Ready; pods
+// selecting a device network still get their resources injected through
+// the Service meanwhile, and the Deployment gets back to two Ready
+// replicas.
+func TestWebhookDisruptionBudget(t *testing.T) {
+	requireDeployed(t)
+	waitWebhookAvailable(t)
+	env := devicesEnv(t)
+	ns := newNamespace(t)
+	vhost := env["VHOST_RESOURCE"]
+	vhostNet(t, ns, "vh", vhost)
+
+	pods := runningPods(t, "multinet-webhook")
+	if len(pods) != 2 {
+		t.Fatalf("%d running webhook pods, want 2", len(pods))
+	}
+	ctx := testContext(t, 30*time.Second)
+	evict := func(p *corev1.Pod) error {
+		return testCluster.kube.CoreV1().Pods(systemNamespace).EvictV1(ctx, &policyv1.Eviction{
+			ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
+		})
+	}
+	if err := evict(pods[0]); err != nil {
+		t.Fatalf("evict %s (1 disruption allowed): %v", pods[0].Name, err)
+	}
+	err := evict(pods[1])
+	if !apierrors.IsTooManyRequests(err) {
+		t.Errorf("evict %s right after %s: %v, want 429 (the PodDisruptionBudget keeps one replica)", pods[1].Name, pods[0].Name, err)
+	}
+	waitInjected(t, podSpec(ns, "during", "vh"), vhost, 1)
+	waitWebhookAvailable(t)
+	for _, p := range runningPods(t, "multinet-webhook") {
+		if p.UID == pods[0].UID {
+			t.Errorf("evicted pod %s still runs", p.Name)
+		}
+	}
+	waitInjected(t, podSpec(ns, "after", "vh,vh"), vhost, 2)
 }

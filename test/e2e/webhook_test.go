@@ -199,9 +199,54 @@ func TestWebhookNamespaceIsolation(t *testing.T) {
 	}
 }
 
+// webhookTarget is one running multinet-webhook process as a client reaches
+// it directly (not through the API server).
+type webhookTarget struct {
+	base   string       // https://host:port of its admission server
+	probes string       // http://host:port of /healthz and /readyz
+	client *http.Client // trusts the cluster's caBundle, verifies the name the API server verifies
+	pid    int          // its host PID
+	// alive reports whether that same process still runs (for a pod: the
+	// same pod, no container restart).
+	alive func(t *testing.T) bool
+}
+
+// webhookOf returns the cluster's webhook: deployed, the first running
+// replica, reached at its pod IP (the local pod network is the bridge the
+// cluster made) and verified as multinet-webhook.multinet-system.svc, the
+// name the API server checks when it routes to the Service's endpoints;
+// as a host process, the url and probe address of hack/cluster-devices.sh.
+func webhookOf(t *testing.T) *webhookTarget {
+	t.Helper()
+	const configName = "multinet-webhook"
+	if !testCluster.deployed {
+		env := devicesEnv(t)
+		pid := componentPID(t, "multinet-webhook")
+		return &webhookTarget{
+			base: env["WEBHOOK_URL"], probes: env["WEBHOOK_PROBE_URL"],
+			client: webhookClient(t, configName, ""), pid: pid,
+			alive: func(t *testing.T) bool { return componentPID(t, "multinet-webhook") == pid && pidAlive(pid) },
+		}
+	}
+	p := runningPods(t, "multinet-webhook")[0]
+	pid := containerPID(t, p)
+	return &webhookTarget{
+		base:   "https://" + net.JoinHostPort(p.Status.PodIP, "9443"),
+		probes: "http://" + net.JoinHostPort(p.Status.PodIP, "8081"),
+		client: webhookClient(t, configName, "multinet-webhook."+systemNamespace+".svc"),
+		pid:    pid,
+		alive: func(t *testing.T) bool {
+			now, err := testCluster.kube.CoreV1().Pods(systemNamespace).Get(testContext(t, 20*time.Second), p.Name, metav1.GetOptions{})
+			return err == nil && now.UID == p.UID && now.DeletionTimestamp == nil && len(now.Status.ContainerStatuses) == 1 &&
+				now.Status.ContainerStatuses[0].RestartCount == p.Status.ContainerStatuses[0].RestartCount && pidAlive(pid)
+		},
+	}
+}
+
 // webhookClient is an HTTPS client trusting the caBundle the cluster's
-// webhook published in its configuration (as the API server does).
-func webhookClient(t *testing.T, configName string) *http.Client {
+// webhook configuration carries; serverName, when set, is the name it
+// verifies instead of the URL's host.
+func webhookClient(t *testing.T, configName, serverName string) *http.Client {
 	t.Helper()
 	m, err := testCluster.kube.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(testContext(t, 20*time.Second), configName, metav1.GetOptions{})
 	if err != nil {
@@ -211,7 +256,9 @@ func webhookClient(t *testing.T, configName string) *http.Client {
 	if !pool.AppendCertsFromPEM(m.Webhooks[0].ClientConfig.CABundle) {
 		t.Fatalf("webhook configuration %s: no usable caBundle", configName)
 	}
-	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		RootCAs: pool, ServerName: serverName, MinVersion: tls.VersionTLS12,
+	}}}
 }
 
 // review returns an AdmissionReview (JSON) of a pod CREATE in ns selecting
@@ -246,8 +293,8 @@ func review(t *testing.T, uid, ns, networks string) []byte {
 // gets its resources injected.
 func TestWebhookSurvivesMalformedRequests(t *testing.T) {
 	env := devicesEnv(t)
-	client := webhookClient(t, env["WEBHOOK_CONFIG_NAME"])
-	pid := componentPID(t, "multinet-webhook")
+	w := webhookOf(t)
+	client := w.client
 	ns := newNamespace(t)
 	valid := review(t, "u-valid", ns, "gone")
 
@@ -280,7 +327,7 @@ func TestWebhookSurvivesMalformedRequests(t *testing.T) {
 		bodies[fmt.Sprintf("mangled-%03d", i)] = b
 	}
 
-	base := env["WEBHOOK_URL"]
+	base := w.base
 	for _, path := range []string{"/mutate-pods", "/validate-pods", "/validate-nads"} {
 		answered := 0
 		for name, body := range bodies {
@@ -310,11 +357,11 @@ func TestWebhookSurvivesMalformedRequests(t *testing.T) {
 		conn.Close()
 	}
 
-	if got := componentPID(t, "multinet-webhook"); got != pid || !pidAlive(got) {
-		t.Fatalf("multinet-webhook pid %d → %d (alive %v): it did not survive", pid, got, pidAlive(got))
+	if !w.alive(t) {
+		t.Fatalf("multinet-webhook (pid %d at %s) did not survive", w.pid, w.base)
 	}
-	assertRSSBelow(t, "multinet-webhook", pid, 256<<20)
-	resp, err := http.Get(env["WEBHOOK_PROBE_URL"] + "/readyz")
+	assertRSSBelow(t, "multinet-webhook", w.pid, 256<<20)
+	resp, err := http.Get(w.probes + "/readyz")
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("webhook /readyz after the garbage: %v %v", resp, err)
 	}

@@ -48,8 +48,10 @@ func TestUpgrade(t *testing.T) {
 			t.Errorf("the new multinetd does not log version %s:\n%s", tag, firstLines(logs, 5))
 		}
 		for _, c := range []string{"multinet-webhook", "multinet-deviceplugin"} {
-			if img := runningPod(t, c).Spec.Containers[0].Image; !strings.HasSuffix(img, ":"+tag) {
-				t.Errorf("%s runs %q after the upgrade, want tag %s", c, img, tag)
+			for _, p := range runningPods(t, c) {
+				if img := p.Spec.Containers[0].Image; !strings.HasSuffix(img, ":"+tag) {
+					t.Errorf("%s pod %s runs %q after the upgrade, want tag %s", c, p.Name, img, tag)
+				}
 			}
 		}
 	})

@@ -21,6 +21,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,6 +37,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
 	"github.com/multinet/multinet/pkg/apiclient"
 	"github.com/multinet/multinet/pkg/webhook"
 	"github.com/multinet/multinet/pkg/webhook/certs"
@@ -93,6 +95,14 @@ type Config struct {
 	ProbeAddr string
 	// InformerResync is the NAD informer's resync period (0: none).
 	InformerResync time.Duration
+	// ShutdownDelay is how long Run keeps serving admission requests after
+	// ctx ends, with /readyz failing ("shutting-down"), before it stops
+	// the server gracefully. Endpoints drop a terminating pod a moment
+	// after it gets SIGTERM, and every API server learns it a moment later
+	// still: a request routed to this replica in that window is answered
+	// instead of timing out (with failurePolicy Fail, a refused pod). 0
+	// stops at once. Keep it below the pod's terminationGracePeriodSeconds.
+	ShutdownDelay time.Duration
 }
 
 // ServiceDNSNames are the DNS names of Service svc in namespace ns:
@@ -136,8 +146,9 @@ func (c *Config) certSANs() ([]string, []net.IP, error) {
 	return dns, ips, nil
 }
 
-// Run serves until ctx ends and returns nil then, once the in-flight
-// admission requests are answered, or the first error that stops it
+// Run serves until ctx ends and returns nil then, ShutdownDelay later and
+// once the in-flight admission requests are answered, or the first error
+// that stops it
 // (listening, a certificate that cannot be made or read). A failure to
 // publish the caBundle is logged and retried, not fatal.
 func Run(ctx context.Context, c Config) error {
@@ -177,15 +188,31 @@ func Run(ctx context.Context, c Config) error {
 		return err
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
+	// Everything below runs on its own context, canceled ShutdownDelay
+	// after the caller's ends (values such as the logger are kept).
+	outer := ctx
+	ctx, cancel := context.WithCancel(context.WithoutCancel(outer))
 	defer cancel()
+	var draining atomic.Bool
 
 	inf := apiclient.NewNetworkAttachmentDefinitionInformer(nadClient, "", c.InformerResync, nil)
 	if err := inf.SetTransform(cache.TransformFunc(dropManagedFields)); err != nil {
 		return fmt.Errorf("NAD informer: %w", err)
 	}
 	hopts := c.Handlers
-	hopts.NADs = apiclient.NewNetworkAttachmentDefinitionLister(inf.GetIndexer())
+	lookups, err := webhook.NewLiveLookupsCounter(reg)
+	if err != nil {
+		return err
+	}
+	// The informer's cache first; a NAD it has not seen yet (created just
+	// before the pod) is read from the API server before a pod is denied.
+	hopts.NADs = &webhook.LiveFallback{
+		Cache: apiclient.NewNetworkAttachmentDefinitionLister(inf.GetIndexer()),
+		Live: func(ctx context.Context, ns, name string) (*nadv1.NetworkAttachmentDefinition, error) {
+			return nadClient.NetworkAttachmentDefinitions(ns).Get(ctx, name, metav1.GetOptions{})
+		},
+		Lookups: lookups,
+	}
 	hopts.Synced = inf.HasSynced
 	hopts.Metrics = metrics
 	hooks, err := webhook.New(hopts)
@@ -264,6 +291,12 @@ func Run(ctx context.Context, c Config) error {
 			return nil
 		},
 		"serving-cert": func(*http.Request) error { return certReady() },
+		"shutting-down": func(*http.Request) error {
+			if draining.Load() {
+				return errors.New("shutting down: draining admission requests")
+			}
+			return nil
+		},
 	})
 	srv.WebhookMux().Handle("/", probes)
 	srvDone := make(chan error, 1)
@@ -288,11 +321,18 @@ func Run(ctx context.Context, c Config) error {
 
 	var runErr error
 	select {
-	case <-ctx.Done():
-	case err := <-errc:
-		if ctx.Err() == nil {
-			runErr = err
+	case <-outer.Done():
+		if c.ShutdownDelay > 0 {
+			draining.Store(true)
+			logger.Info("shutting down: not ready, still serving while endpoints drop this replica", "delay", c.ShutdownDelay)
+			select {
+			case <-time.After(c.ShutdownDelay):
+			case err := <-srvDone:
+				return wrapErr("webhook server", err)
+			}
 		}
+	case err := <-errc:
+		runErr = err
 	case err := <-srvDone:
 		// The server stops on its own only when it cannot listen.
 		return wrapErr("webhook server", err)

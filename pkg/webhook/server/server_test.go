@@ -18,8 +18,10 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
@@ -56,6 +58,16 @@ type fakeNADClient struct {
 
 func (c fakeNADClient) List(context.Context, metav1.ListOptions) (*nadv1.NetworkAttachmentDefinitionList, error) {
 	return &nadv1.NetworkAttachmentDefinitionList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: c.items}, nil
+}
+
+// Get serves the live lookup of a NAD the informer misses (webhook.LiveFallback).
+func (c fakeNADClient) Get(_ context.Context, name string, _ metav1.GetOptions) (*nadv1.NetworkAttachmentDefinition, error) {
+	for i := range c.items {
+		if c.items[i].Name == name {
+			return &c.items[i], nil
+		}
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Group: "k8s.cni.cncf.io", Resource: "network-attachment-definitions"}, name)
 }
 
 func (c fakeNADClient) Watch(context.Context, metav1.ListOptions) (watch.Interface, error) {
@@ -299,6 +311,8 @@ func TestRunCertFiles(t *testing.T) {
 		CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key"), CAFile: filepath.Join(dir, "ca.crt"),
 		Registration: ropts,
 		ProbeAddr:    fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		// Long enough for the checks below; the test waits it out.
+		ShutdownDelay: 3 * time.Second,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -332,6 +346,31 @@ func TestRunCertFiles(t *testing.T) {
 				t.Errorf("file mode: unexpected %s %s", a.GetVerb(), a.GetResource().Resource)
 			}
 		}
+	}
+
+	// Shutdown: /readyz fails at once, admission requests are still
+	// answered during ShutdownDelay, then Run returns nil.
+	cancel()
+	waitFor(t, "/readyz failing with shutting-down", errc, func() bool {
+		resp, err := http.Get("http://" + cfg.ProbeAddr + "/readyz?verbose")
+		if err != nil {
+			return false
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusInternalServerError && strings.Contains(string(body), "shutting-down")
+	})
+	r = review(t, c, base, webhook.MutatePodsPath, reviewOf(t, "y", "ns1", podKind, testPod(nil)))
+	if !r.Allowed || r.UID != "uid-y" {
+		t.Errorf("admission while draining: %+v", r)
+	}
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Errorf("Run after the shutdown: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after its shutdown delay")
 	}
 }
 

@@ -1,0 +1,118 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	admissionv1 "k8s.io/api/admission/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
+)
+
+var nadResource = schema.GroupResource{Group: "k8s.cni.cncf.io", Resource: "network-attachment-definitions"}
+
+// liveNADs is an API server stand-in for LiveFallback: it serves nads and
+// counts the GETs; err, when set, is every GET's answer.
+type liveNADs struct {
+	nads  map[string]*nadv1.NetworkAttachmentDefinition
+	err   error
+	gets  int
+	delay time.Duration
+}
+
+func (l *liveNADs) get(ctx context.Context, ns, name string) (*nadv1.NetworkAttachmentDefinition, error) {
+	l.gets++
+	if l.delay > 0 {
+		select {
+		case <-time.After(l.delay):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if l.err != nil {
+		return nil, l.err
+	}
+	if n, ok := l.nads[ns+"/"+name]; ok {
+		return n, nil
+	}
+	return nil, apierrors.NewNotFound(nadResource, name)
+}
+
+// A NAD the informer has not seen yet is read from the API server and the
+// pod gets its resources; a NAD that does not exist is still denied (one GET,
+// counted), a cached NAD needs no GET, and an API error is an internal error
+// naming the NAD, not a denial.
+func TestLiveFallback(t *testing.T) {
+	fresh := nad("ns1", "fresh", "example.com/vf")
+	live := &liveNADs{nads: map[string]*nadv1.NetworkAttachmentDefinition{"ns1/fresh": fresh}}
+	reg := prometheus.NewRegistry()
+	lookups, err := NewLiveLookupsCounter(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &LiveFallback{Cache: lister(t, standardNADs()...), Live: live.get, Lookups: lookups}
+	w := newHooks(t, Options{NADs: f})
+	ctx := context.Background()
+
+	resp := w.MutatePods(ctx, podRequest(t, admissionv1.Create, "ns1", pod("ns1", networks("fresh,fresh")), nil))
+	checkResponse(t, resp, ResultPatched)
+	p := applyPatch(t, podRequest(t, admissionv1.Create, "ns1", pod("ns1", networks("fresh,fresh")), nil), resp)
+	if got := p.Spec.Containers[0].Resources.Limits["example.com/vf"]; got.Value() != 2 {
+		t.Errorf("limits %v, want example.com/vf: 2", p.Spec.Containers[0].Resources.Limits)
+	}
+	// "fresh" is selected twice: a GET for each lookup, each counted found.
+	if found := counterValue(t, lookups, "found"); live.gets != 2 || found != 2 {
+		t.Errorf("found lookups %v, GETs %d; want 2 and 2", found, live.gets)
+	}
+
+	before := live.gets
+	resp = w.MutatePods(ctx, podRequest(t, admissionv1.Create, "ns1", pod("ns1", networks("gone")), nil))
+	checkResponse(t, resp, ResultDenied, `NetworkAttachmentDefinition not found: "ns1/gone"`)
+	if live.gets != before+1 || counterValue(t, lookups, "not_found") != 1 {
+		t.Errorf("missing NAD: %d GETs, not_found %v; want 1 and 1", live.gets-before, counterValue(t, lookups, "not_found"))
+	}
+
+	before = live.gets
+	resp = w.MutatePods(ctx, podRequest(t, admissionv1.Create, "ns1", pod("ns1", networks("net-a")), nil))
+	checkResponse(t, resp, ResultPatched)
+	if live.gets != before {
+		t.Errorf("a cached NAD cost %d GETs", live.gets-before)
+	}
+
+	live.err = apierrors.NewServiceUnavailable("etcd is down")
+	resp = w.MutatePods(ctx, podRequest(t, admissionv1.Create, "ns1", pod("ns1", networks("other")), nil))
+	checkResponse(t, resp, ResultErrored, "ns1/other", "etcd is down")
+	if counterValue(t, lookups, "error") != 1 {
+		t.Errorf("error lookups %v, want 1", counterValue(t, lookups, "error"))
+	}
+}
+
+// The live GET is bounded by Timeout: a hanging API server gives an error
+// naming the NAD within it, not a hung admission.
+func TestLiveFallbackTimeout(t *testing.T) {
+	live := &liveNADs{delay: time.Minute}
+	f := &LiveFallback{Cache: lister(t), Live: live.get, Timeout: 50 * time.Millisecond}
+	start := time.Now()
+	_, err := f.Get("ns1", "slow")
+	if !errors.Is(err, context.DeadlineExceeded) || apierrors.IsNotFound(err) {
+		t.Fatalf("err %v, want a deadline error", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("Get took %v with a 50ms timeout", d)
+	}
+}
+
+func counterValue(t *testing.T, c *prometheus.CounterVec, result string) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.WithLabelValues(result).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
