@@ -263,15 +263,12 @@ install_cni() {
   mkdir -p "$CNI_BIN_DIR" "$CNI_CONF_DIR" "$CNI_IPAM_DIR"
   local p
   for p in "${CNI_PLUGINS[@]}"; do cp -f "$CNI_CACHE_DIR/$(basename "$p")" "$CNI_BIN_DIR/"; done
-  case $MULTINET_CNI in
-  bridge)
-    DEFAULT_NETWORK_CONF=$CNI_CONF_DIR/10-$DEFAULT_NETWORK_NAME.conflist ;;
-  multinet)
-    # containerd must not see the bridge before multinetd writes its own
-    # configuration; the daemon delegates to it as the default network.
-    mkdir -p "$CLUSTER_DIR/cni/default-net.d"
-    DEFAULT_NETWORK_CONF=$CLUSTER_DIR/cni/default-net.d/10-$DEFAULT_NETWORK_NAME.conflist ;;
-  esac
+  # In the runtime's conf dir in both modes, as a cluster's default network
+  # is: with MULTINET_CNI=multinet, multinetd's 00-multinet.conflist sorts
+  # first once written (the hook runs before the kubelet starts, so no pod
+  # sees the bridge alone), and the runtime falls back to this file when
+  # multinet is uninstalled (multinetd removes its own).
+  DEFAULT_NETWORK_CONF=$CNI_CONF_DIR/10-$DEFAULT_NETWORK_NAME.conflist
   default_network_conflist >"$DEFAULT_NETWORK_CONF"
 }
 

@@ -3,6 +3,8 @@ package webhook
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,9 +68,9 @@ func TestLiveFallback(t *testing.T) {
 	if got := p.Spec.Containers[0].Resources.Limits["example.com/vf"]; got.Value() != 2 {
 		t.Errorf("limits %v, want example.com/vf: 2", p.Spec.Containers[0].Resources.Limits)
 	}
-	// "fresh" is selected twice: a GET for each lookup, each counted found.
-	if found := counterValue(t, lookups, "found"); live.gets != 2 || found != 2 {
-		t.Errorf("found lookups %v, GETs %d; want 2 and 2", found, live.gets)
+	// "fresh" is selected twice but looked up once.
+	if found := counterValue(t, lookups, "found"); live.gets != 1 || found != 1 {
+		t.Errorf("found lookups %v, GETs %d; want 1 and 1", found, live.gets)
 	}
 
 	before := live.gets
@@ -115,4 +117,31 @@ func counterValue(t *testing.T, c *prometheus.CounterVec, result string) float64
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// A selection naming one missing NAD thousands of times, or many distinct
+// missing NADs, costs one live GET per distinct NAD and at most
+// maxMissingLookups of them, and is denied.
+func TestLiveFallbackBoundsLookups(t *testing.T) {
+	live := &liveNADs{}
+	w := newHooks(t, Options{NADs: &LiveFallback{Cache: lister(t, standardNADs()...), Live: live.get}})
+	ctx := context.Background()
+
+	same := strings.TrimSuffix(strings.Repeat("gone,", 5000), ",")
+	resp := w.MutatePods(ctx, podRequest(t, admissionv1.Create, "ns1", pod("ns1", networks(same)), nil))
+	checkResponse(t, resp, ResultDenied, `"ns1/gone"`)
+	if live.gets != 1 {
+		t.Errorf("one missing NAD selected 5000 times: %d GETs, want 1", live.gets)
+	}
+
+	live.gets = 0
+	var names []string
+	for i := 0; i < 100; i++ {
+		names = append(names, fmt.Sprintf("gone-%d", i))
+	}
+	resp = w.MutatePods(ctx, podRequest(t, admissionv1.Create, "ns1", pod("ns1", networks(strings.Join(names, ","))), nil))
+	checkResponse(t, resp, ResultDenied, `"ns1/gone-0"`, "lookups stopped after 8 missing NADs")
+	if live.gets != maxMissingLookups {
+		t.Errorf("100 missing NADs: %d GETs, want %d", live.gets, maxMissingLookups)
+	}
 }

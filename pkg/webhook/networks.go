@@ -110,36 +110,57 @@ type demand struct {
 	missing []string
 }
 
-// demand looks every selected NAD up. A NAD whose resourceName annotation is
-// malformed gives a denial naming the NAD and the annotation; a cache error
-// other than NotFound an internal error.
+// maxMissingLookups is how many distinct missing NADs demand looks up
+// before it stops: each miss may cost a live GET (LiveFallback), and one
+// missing NAD already denies the pod.
+const maxMissingLookups = 8
+
+// demand looks every selected NAD up, each distinct one once (a selection
+// may name the same NAD thousands of times). A NAD whose resourceName
+// annotation is malformed gives a denial naming the NAD and the annotation;
+// a lookup error other than NotFound an internal error. After
+// maxMissingLookups distinct missing NADs the remaining selections are not
+// looked up, and the missing list says so.
 func (w *Webhooks) demand(sel []selected) (demand, error) {
 	d := demand{counts: map[string]int64{}}
-	seenMissing := map[string]bool{}
+	type lookup struct {
+		rn      string // resource name, "" when none
+		missing bool
+	}
+	seen := map[string]lookup{}
 	for _, s := range sel {
 		key := s.elem.Key()
-		nad, err := w.o.NADs.Get(s.elem.Namespace, s.elem.Name)
-		if apierrors.IsNotFound(err) {
-			if !seenMissing[key] {
-				seenMissing[key] = true
-				d.missing = append(d.missing, fmt.Sprintf("%q (selected by %s)", key, s.where()))
-			}
-			continue
-		}
-		if err != nil {
-			return demand{}, fmt.Errorf("looking up NetworkAttachmentDefinition %q: %w", key, err)
-		}
-		rn, ok, err := w.resourceName(nad)
-		if err != nil {
-			return demand{}, denyf("NetworkAttachmentDefinition %q (selected by %s): %v", key, s.where(), err)
-		}
+		l, ok := seen[key]
 		if !ok {
+			if len(d.missing) >= maxMissingLookups {
+				d.missing = append(d.missing, fmt.Sprintf("(lookups stopped after %d missing NADs)", maxMissingLookups))
+				break
+			}
+			nad, err := w.o.NADs.Get(s.elem.Namespace, s.elem.Name)
+			switch {
+			case apierrors.IsNotFound(err):
+				l.missing = true
+				d.missing = append(d.missing, fmt.Sprintf("%q (selected by %s)", key, s.where()))
+			case err != nil:
+				return demand{}, fmt.Errorf("looking up NetworkAttachmentDefinition %q: %w", key, err)
+			default:
+				rn, has, err := w.resourceName(nad)
+				if err != nil {
+					return demand{}, denyf("NetworkAttachmentDefinition %q (selected by %s): %v", key, s.where(), err)
+				}
+				if has {
+					l.rn = rn
+				}
+			}
+			seen[key] = l
+		}
+		if l.missing || l.rn == "" {
 			continue
 		}
-		if d.counts[rn] == 0 {
-			d.order = append(d.order, rn)
+		if d.counts[l.rn] == 0 {
+			d.order = append(d.order, l.rn)
 		}
-		d.counts[rn]++
+		d.counts[l.rn]++
 	}
 	return d, nil
 }
