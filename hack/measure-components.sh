@@ -23,7 +23,8 @@ load_env
 
 N=${1:-50}
 NS=multinet-measure
-COMPONENTS=(multinetd multinet-webhook multinet-deviceplugin)
+# The webhook runs two replicas: each is measured (multinet-webhook#0, #1).
+COMPONENTS=(multinetd "multinet-webhook#0" "multinet-webhook#1" multinet-deviceplugin)
 CLK_TCK=$(getconf CLK_TCK)
 
 apiserver_ready || die "the local cluster does not answer: make cluster-up"
@@ -37,7 +38,9 @@ cpu_ticks() { awk '{print $14 + $15 + $16 + $17}' "/proc/$1/stat"; }
 
 declare -A PID PEAK CPU0 PHASE_CPU PHASE_RSS
 for c in "${COMPONENTS[@]}"; do
-  PID[$c]=$(deployed_pid "$c") || die "$c: no running pod in multinet-system"
+  idx=0
+  [[ $c == *#* ]] && idx=${c#*#}
+  PID[$c]=$(deployed_pid "${c%#*}" "$idx") || die "$c: no running pod in multinet-system"
   [[ -r /proc/${PID[$c]}/status ]] || die "$c: no process ${PID[$c]}"
 done
 

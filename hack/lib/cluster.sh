@@ -396,13 +396,14 @@ node_ready() {
   [[ $(kc get node "$(node_name)" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) == True ]]
 }
 
-# deployed_pid NAME prints the host PID of the main process of the running
-# pod app.kubernetes.io/name=NAME in multinet-system (a deployed multinet
-# component), from containerd's task state; fails when there is none.
+# deployed_pid NAME [I] prints the host PID of the main process of the I-th
+# (default 0) running pod app.kubernetes.io/name=NAME in multinet-system (a
+# deployed multinet component), from containerd's task state; fails when
+# there is none.
 deployed_pid() {
   local id
   id=$(kc -n multinet-system get pods -l "app.kubernetes.io/name=$1" --field-selector=status.phase=Running \
-    -o jsonpath='{.items[0].status.containerStatuses[0].containerID}' 2>/dev/null) && [[ -n $id ]] || return 1
+    -o jsonpath="{.items[${2:-0}].status.containerStatuses[0].containerID}" 2>/dev/null) && [[ -n $id ]] || return 1
   cat "$CONTAINERD_DIR/state/io.containerd.runtime.v2.task/k8s.io/${id#containerd://}/init.pid" 2>/dev/null
 }
 
