@@ -190,8 +190,8 @@ apply() {
   # The CRDs first: the rest may not be applied before they are established.
   kc apply -f "$RENDERED" -l app.kubernetes.io/component=crds >/dev/null
   kc wait --for=condition=Established --timeout=60s crd -l app.kubernetes.io/component=crds >/dev/null
-  # (The host bootstrap created the namespace and webhook configurations
-  # without kubectl apply; apply adopts them and says so on stderr.)
+  # (The host bootstrap created the namespace without kubectl apply; apply
+  # adopts it and says so on stderr.)
   kc apply -f "$RENDERED" 2> >(grep -v 'is missing the kubectl.kubernetes.io/last-applied' >&2) >/dev/null
   log "applied; waiting for multinetd, the webhook and the device plugin"
   rollout daemonset/multinetd

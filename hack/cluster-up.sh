@@ -235,7 +235,6 @@ start_containerd() {
 # host-local IPAM (state in the cluster dir, never /var/lib/cni), portmap and
 # bandwidth for the capabilities the kubelet passes.
 default_network_conflist() {
-  local gw=$POD_GATEWAY
   cat <<EOF
 {
   "cniVersion": "1.0.0",
@@ -250,7 +249,7 @@ default_network_conflist() {
       "ipam": {
         "type": "host-local",
         "dataDir": "$CNI_IPAM_DIR",
-        "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$gw"}]],
+        "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$POD_GATEWAY"}]],
         "routes": [{"dst": "0.0.0.0/0"}]
       }
     }

@@ -56,7 +56,7 @@ mkdir -p "$BIN" "$TOOLS"
 log "building static binaries ($GOARCH, version $TAG) into ${BIN#"$ROOT"/}"
 t0=$SECONDS
 CGO_ENABLED=0 GOOS=linux GOARCH=$GOARCH go build -trimpath \
-  -ldflags "-s -w -X main.version=$TAG" -o "$BIN/" \
+  -ldflags "-s -w -X main.version=$TAG -X github.com/multinet/multinet/internal/version.Version=$TAG" -o "$BIN/" \
   ./cmd/multinetd ./cmd/multinet-shim ./cmd/multinet-netdev ./cmd/multinet-install \
   ./cmd/multinet-webhook ./cmd/multinet-deviceplugin
 log "binaries built in $((SECONDS - t0))s"

@@ -18,14 +18,12 @@ import (
 	"k8s.io/klog/v2"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"github.com/multinet/multinet/internal/version"
 	"github.com/multinet/multinet/pkg/deviceplugin"
 	"github.com/multinet/multinet/pkg/deviceplugin/config"
 	"github.com/multinet/multinet/pkg/deviceplugin/pool"
 	"github.com/multinet/multinet/pkg/devinfo"
 )
-
-// version is stamped at build time (-ldflags "-X main.version=TAG", hack/images.sh).
-var version = "dev"
 
 func main() {
 	configPath := flag.String("config", "/etc/multinet/deviceplugin.yaml", "device pool configuration file (JSON or YAML)")
@@ -37,13 +35,9 @@ func main() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s [flags]\n\nAdvertises network device pools to kubelet (Device Plugin API v1beta1).\n\nFlags:\n", os.Args[0])
 		flag.PrintDefaults()
 	}
-	showVersion := flag.Bool("version", false, "print the version and exit")
+	showVersion := version.Flag()
 	flag.Parse()
-	if *showVersion {
-		fmt.Println(version)
-		return
-	}
-	klog.InfoS("multinet-deviceplugin starting", "version", version)
+	version.Handle(*showVersion, "multinet-deviceplugin")
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "unexpected arguments: %v\n", flag.Args())
 		flag.Usage()

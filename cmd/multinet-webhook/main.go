@@ -22,15 +22,13 @@ import (
 	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
+	"github.com/multinet/multinet/internal/version"
 	"github.com/multinet/multinet/pkg/selection"
 	"github.com/multinet/multinet/pkg/webhook"
 	"github.com/multinet/multinet/pkg/webhook/certs"
 	"github.com/multinet/multinet/pkg/webhook/registration"
 	"github.com/multinet/multinet/pkg/webhook/server"
 )
-
-// version is stamped at build time (-ldflags "-X main.version=TAG", hack/images.sh).
-var version = "dev"
 
 func main() {
 	var c server.Config
@@ -74,13 +72,9 @@ func main() {
 		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s [flags]\n\nmultinet admission webhook (docs/webhook.md).\n\nFlags:\n", os.Args[0])
 		flag.PrintDefaults()
 	}
-	showVersion := flag.Bool("version", false, "print the version and exit")
+	showVersion := version.Flag()
 	flag.Parse()
-	if *showVersion {
-		fmt.Println(version)
-		return
-	}
-	klog.InfoS("multinet-webhook starting", "version", version)
+	version.Handle(*showVersion, "multinet-webhook")
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "unexpected arguments: %v\n", flag.Args())
 		flag.Usage()

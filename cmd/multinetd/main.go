@@ -17,11 +17,9 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/multinet/multinet/internal/version"
 	"github.com/multinet/multinet/pkg/daemon"
 )
-
-// version is stamped at build time (-ldflags "-X main.version=TAG", hack/images.sh).
-var version = "dev"
 
 func main() {
 	def := daemon.Defaults()
@@ -41,13 +39,9 @@ func main() {
 	removeConf := flag.Bool("remove-cni-config-on-exit", os.Getenv("MULTINET_REMOVE_CNI_CONFIG_ON_EXIT") == "true",
 		"remove the CNI config file when stopping (uninstall; default $MULTINET_REMOVE_CNI_CONFIG_ON_EXIT == \"true\")")
 	klog.InitFlags(nil)
-	showVersion := flag.Bool("version", false, "print the version and exit")
+	showVersion := version.Flag()
 	flag.Parse()
-	if *showVersion {
-		fmt.Println(version)
-		return
-	}
-	klog.InfoS("multinetd starting", "version", version)
+	version.Handle(*showVersion, "multinetd")
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "unexpected arguments: %v\n", flag.Args())
 		os.Exit(2)

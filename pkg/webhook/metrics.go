@@ -21,22 +21,40 @@ const (
 // Metrics are the handlers' Prometheus metrics.
 type Metrics struct {
 	decisions *prometheus.CounterVec
+	// nadLiveLookups counts LiveFallback's GETs by result.
+	nadLiveLookups *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg:
 //
 //	multinet_webhook_admission_decisions_total{handler="mutate-pods|validate-pods|validate-nads",result="allowed|patched|denied|errored"}
+//	multinet_webhook_nad_live_lookups_total{result="found|not_found|error"}
 //
-// Errors: reg refused a collector (e.g. registered twice).
+// The second counts LiveFallback's GETs of NADs the informer did not have
+// (found: the informer lagged). Errors: reg refused a collector (e.g.
+// registered twice).
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
-	m := &Metrics{decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "multinet",
-		Subsystem: "webhook",
-		Name:      "admission_decisions_total",
-		Help:      "Admission decisions by handler and result (allowed, patched, denied, errored).",
-	}, []string{"handler", "result"})}
-	if err := reg.Register(m.decisions); err != nil {
-		return nil, fmt.Errorf("registering webhook metrics: %w", err)
+	m := &Metrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "multinet",
+			Subsystem: "webhook",
+			Name:      "admission_decisions_total",
+			Help:      "Admission decisions by handler and result (allowed, patched, denied, errored).",
+		}, []string{"handler", "result"}),
+		nadLiveLookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "multinet",
+			Subsystem: "webhook",
+			Name:      "nad_live_lookups_total",
+			Help:      "NetworkAttachmentDefinitions the informer did not have, read from the API server, by result (found: the informer lagged).",
+		}, []string{"result"}),
+	}
+	for _, c := range []prometheus.Collector{m.decisions, m.nadLiveLookups} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("registering webhook metrics: %w", err)
+		}
+	}
+	for _, r := range []string{lookupFound, lookupNotFound, lookupError} {
+		m.nadLiveLookups.WithLabelValues(r)
 	}
 	for _, h := range []string{"mutate-pods", "validate-pods", "validate-nads"} {
 		for _, r := range []string{ResultAllowed, ResultPatched, ResultDenied, ResultErrored} {

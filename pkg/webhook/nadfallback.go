@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
@@ -37,31 +36,18 @@ type LiveFallback struct {
 	Live  LiveNADFunc
 	// Timeout bounds each live GET; 0 means DefaultLiveLookupTimeout.
 	Timeout time.Duration
-	// Lookups counts the live GETs by result ("found", "not_found",
-	// "error"); nil counts nothing. See NewLiveLookupsCounter.
-	Lookups *prometheus.CounterVec
+	// Metrics counts the live GETs by result (NewMetrics); nil counts
+	// nothing.
+	Metrics *Metrics
 }
 
-// NewLiveLookupsCounter creates and registers
-//
-//	multinet_webhook_nad_live_lookups_total{result="found|not_found|error"}
-//
-// the counter of LiveFallback's GETs on cache misses. Errors: reg refused it.
-func NewLiveLookupsCounter(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "multinet",
-		Subsystem: "webhook",
-		Name:      "nad_live_lookups_total",
-		Help:      "NetworkAttachmentDefinitions the informer did not have, read from the API server, by result (found: the informer lagged).",
-	}, []string{"result"})
-	if err := reg.Register(c); err != nil {
-		return nil, fmt.Errorf("registering the NAD live lookup counter: %w", err)
-	}
-	for _, r := range []string{"found", "not_found", "error"} {
-		c.WithLabelValues(r)
-	}
-	return c, nil
-}
+// Results of LiveFallback's GETs, the "result" label of
+// multinet_webhook_nad_live_lookups_total.
+const (
+	lookupFound    = "found"
+	lookupNotFound = "not_found"
+	lookupError    = "error"
+)
 
 // Get implements NADGetter.
 func (f *LiveFallback) Get(namespace, name string) (*nadv1.NetworkAttachmentDefinition, error) {
@@ -78,19 +64,19 @@ func (f *LiveFallback) Get(namespace, name string) (*nadv1.NetworkAttachmentDefi
 	nad, err = f.Live(ctx, namespace, name)
 	switch {
 	case err == nil:
-		f.count("found")
+		f.count(lookupFound)
 		return nad, nil
 	case apierrors.IsNotFound(err):
-		f.count("not_found")
+		f.count(lookupNotFound)
 		return nil, err
 	default:
-		f.count("error")
+		f.count(lookupError)
 		return nil, fmt.Errorf("NetworkAttachmentDefinition %s/%s not in the informer's cache; reading it from the API server: %w", namespace, name, err)
 	}
 }
 
 func (f *LiveFallback) count(result string) {
-	if f.Lookups != nil {
-		f.Lookups.WithLabelValues(result).Inc()
+	if f.Metrics != nil {
+		f.Metrics.nadLiveLookups.WithLabelValues(result).Inc()
 	}
 }

@@ -54,11 +54,12 @@ func TestLiveFallback(t *testing.T) {
 	fresh := nad("ns1", "fresh", "example.com/vf")
 	live := &liveNADs{nads: map[string]*nadv1.NetworkAttachmentDefinition{"ns1/fresh": fresh}}
 	reg := prometheus.NewRegistry()
-	lookups, err := NewLiveLookupsCounter(reg)
+	metrics, err := NewMetrics(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &LiveFallback{Cache: lister(t, standardNADs()...), Live: live.get, Lookups: lookups}
+	lookups := metrics.nadLiveLookups
+	f := &LiveFallback{Cache: lister(t, standardNADs()...), Live: live.get, Metrics: metrics}
 	w := newHooks(t, Options{NADs: f})
 	ctx := context.Background()
 

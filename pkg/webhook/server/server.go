@@ -200,10 +200,6 @@ func Run(ctx context.Context, c Config) error {
 		return fmt.Errorf("NAD informer: %w", err)
 	}
 	hopts := c.Handlers
-	lookups, err := webhook.NewLiveLookupsCounter(reg)
-	if err != nil {
-		return err
-	}
 	// The informer's cache first; a NAD it has not seen yet (created just
 	// before the pod) is read from the API server before a pod is denied.
 	hopts.NADs = &webhook.LiveFallback{
@@ -211,7 +207,7 @@ func Run(ctx context.Context, c Config) error {
 		Live: func(ctx context.Context, ns, name string) (*nadv1.NetworkAttachmentDefinition, error) {
 			return nadClient.NetworkAttachmentDefinitions(ns).Get(ctx, name, metav1.GetOptions{})
 		},
-		Lookups: lookups,
+		Metrics: metrics,
 	}
 	hopts.Synced = inf.HasSynced
 	hopts.Metrics = metrics
