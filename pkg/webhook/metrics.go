@@ -21,7 +21,7 @@ const (
 // Metrics are the handlers' Prometheus metrics.
 type Metrics struct {
 	decisions *prometheus.CounterVec
-	// nadLiveLookups counts LiveFallback's GETs by result.
+	// nadLiveLookups counts the live NAD GETs (Options.LiveNAD) by result.
 	nadLiveLookups *prometheus.CounterVec
 }
 
@@ -30,7 +30,7 @@ type Metrics struct {
 //	multinet_webhook_admission_decisions_total{handler="mutate-pods|validate-pods|validate-nads",result="allowed|patched|denied|errored"}
 //	multinet_webhook_nad_live_lookups_total{result="found|not_found|error"}
 //
-// The second counts LiveFallback's GETs of NADs the informer did not have
+// The second counts the live GETs (Options.LiveNAD) of NADs the informer did not have
 // (found: the informer lagged). Errors: reg refused a collector (e.g.
 // registered twice).
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {

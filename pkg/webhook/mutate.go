@@ -54,7 +54,7 @@ func (w *Webhooks) MutatePods(ctx context.Context, req admission.Request) admiss
 	if err != nil {
 		return respond(err)
 	}
-	d, err := w.demand(sel)
+	d, err := w.demand(ctx, sel)
 	if err != nil {
 		return respond(err)
 	}

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -111,7 +112,7 @@ type demand struct {
 }
 
 // maxMissingLookups is how many distinct missing NADs demand looks up
-// before it stops: each miss may cost a live GET (LiveFallback), and one
+// before it stops: each miss may cost a live GET (Options.LiveNAD), and one
 // missing NAD already denies the pod.
 const maxMissingLookups = 8
 
@@ -121,7 +122,7 @@ const maxMissingLookups = 8
 // a lookup error other than NotFound an internal error. After
 // maxMissingLookups distinct missing NADs the remaining selections are not
 // looked up, and the missing list says so.
-func (w *Webhooks) demand(sel []selected) (demand, error) {
+func (w *Webhooks) demand(ctx context.Context, sel []selected) (demand, error) {
 	d := demand{counts: map[string]int64{}}
 	type lookup struct {
 		rn      string // resource name, "" when none
@@ -136,7 +137,7 @@ func (w *Webhooks) demand(sel []selected) (demand, error) {
 				d.missing = append(d.missing, fmt.Sprintf("(lookups stopped after %d missing NADs)", maxMissingLookups))
 				break
 			}
-			nad, err := w.o.NADs.Get(s.elem.Namespace, s.elem.Name)
+			nad, err := w.lookupNAD(ctx, s.elem.Namespace, s.elem.Name)
 			switch {
 			case apierrors.IsNotFound(err):
 				l.missing = true

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -53,6 +54,16 @@ type NADGetter interface {
 type Options struct {
 	// NADs is the NetworkAttachmentDefinition cache. Required.
 	NADs NADGetter
+	// LiveNAD, when set, reads a NAD that NADs does not have from the API
+	// server before the handlers treat it as missing: a NAD created a
+	// moment before the pod may not have reached this replica's informer
+	// yet. Each distinct NAD is read at most once per request, at most
+	// maxMissingLookups missing ones, each within LiveNADTimeout and the
+	// request's context.
+	LiveNAD LiveNADFunc
+	// LiveNADTimeout bounds each LiveNAD call; 0 means
+	// DefaultLiveLookupTimeout.
+	LiveNADTimeout time.Duration
 	// Synced reports whether NADs holds a full list yet (an informer's
 	// HasSynced). Before that MutatePods answers 503 instead of denying pods
 	// for NADs it has not seen. Nil means always synced.

@@ -52,7 +52,7 @@ func (w *Webhooks) ValidatePods(ctx context.Context, req admission.Request) admi
 		if err := w.checkSynced(); err != nil {
 			return respond(err)
 		}
-		if err := w.checkDevices(pod, sel); err != nil {
+		if err := w.checkDevices(ctx, pod, sel); err != nil {
 			return respond(err)
 		}
 	}
@@ -61,8 +61,8 @@ func (w *Webhooks) ValidatePods(ctx context.Context, req admission.Request) admi
 
 // checkDevices denies a selection that needs more of a resource than the
 // pod's app containers request.
-func (w *Webhooks) checkDevices(pod *corev1.Pod, sel []selected) error {
-	d, err := w.demand(sel)
+func (w *Webhooks) checkDevices(ctx context.Context, pod *corev1.Pod, sel []selected) error {
+	d, err := w.demand(ctx, sel)
 	if err != nil {
 		return err
 	}

@@ -202,12 +202,9 @@ func Run(ctx context.Context, c Config) error {
 	hopts := c.Handlers
 	// The informer's cache first; a NAD it has not seen yet (created just
 	// before the pod) is read from the API server before a pod is denied.
-	hopts.NADs = &webhook.LiveFallback{
-		Cache: apiclient.NewNetworkAttachmentDefinitionLister(inf.GetIndexer()),
-		Live: func(ctx context.Context, ns, name string) (*nadv1.NetworkAttachmentDefinition, error) {
-			return nadClient.NetworkAttachmentDefinitions(ns).Get(ctx, name, metav1.GetOptions{})
-		},
-		Metrics: metrics,
+	hopts.NADs = apiclient.NewNetworkAttachmentDefinitionLister(inf.GetIndexer())
+	hopts.LiveNAD = func(ctx context.Context, ns, name string) (*nadv1.NetworkAttachmentDefinition, error) {
+		return nadClient.NetworkAttachmentDefinitions(ns).Get(ctx, name, metav1.GetOptions{})
 	}
 	hopts.Synced = inf.HasSynced
 	hopts.Metrics = metrics

@@ -60,7 +60,7 @@ func (c fakeNADClient) List(context.Context, metav1.ListOptions) (*nadv1.Network
 	return &nadv1.NetworkAttachmentDefinitionList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: c.items}, nil
 }
 
-// Get serves the live lookup of a NAD the informer misses (webhook.LiveFallback).
+// Get serves the live lookup of a NAD the informer misses (webhook.Options.LiveNAD).
 func (c fakeNADClient) Get(_ context.Context, name string, _ metav1.GetOptions) (*nadv1.NetworkAttachmentDefinition, error) {
 	for i := range c.items {
 		if c.items[i].Name == name {

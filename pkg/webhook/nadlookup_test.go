@@ -19,7 +19,7 @@ import (
 
 var nadResource = schema.GroupResource{Group: "k8s.cni.cncf.io", Resource: "network-attachment-definitions"}
 
-// liveNADs is an API server stand-in for LiveFallback: it serves nads and
+// liveNADs is an API server stand-in for Options.LiveNAD: it serves nads and
 // counts the GETs; err, when set, is every GET's answer.
 type liveNADs struct {
 	nads  map[string]*nadv1.NetworkAttachmentDefinition
@@ -50,7 +50,7 @@ func (l *liveNADs) get(ctx context.Context, ns, name string) (*nadv1.NetworkAtta
 // pod gets its resources; a NAD that does not exist is still denied (one GET,
 // counted), a cached NAD needs no GET, and an API error is an internal error
 // naming the NAD, not a denial.
-func TestLiveFallback(t *testing.T) {
+func TestLiveNADLookup(t *testing.T) {
 	fresh := nad("ns1", "fresh", "example.com/vf")
 	live := &liveNADs{nads: map[string]*nadv1.NetworkAttachmentDefinition{"ns1/fresh": fresh}}
 	reg := prometheus.NewRegistry()
@@ -59,8 +59,7 @@ func TestLiveFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	lookups := metrics.nadLiveLookups
-	f := &LiveFallback{Cache: lister(t, standardNADs()...), Live: live.get, Metrics: metrics}
-	w := newHooks(t, Options{NADs: f})
+	w := newHooks(t, Options{NADs: lister(t, standardNADs()...), LiveNAD: live.get, Metrics: metrics})
 	ctx := context.Background()
 
 	resp := w.MutatePods(ctx, podRequest(t, admissionv1.Create, "ns1", pod("ns1", networks("fresh,fresh")), nil))
@@ -98,11 +97,11 @@ func TestLiveFallback(t *testing.T) {
 
 // The live GET is bounded by Timeout: a hanging API server gives an error
 // naming the NAD within it, not a hung admission.
-func TestLiveFallbackTimeout(t *testing.T) {
+func TestLiveNADLookupTimeout(t *testing.T) {
 	live := &liveNADs{delay: time.Minute}
-	f := &LiveFallback{Cache: lister(t), Live: live.get, Timeout: 50 * time.Millisecond}
+	w := newHooks(t, Options{NADs: lister(t), LiveNAD: live.get, LiveNADTimeout: 50 * time.Millisecond})
 	start := time.Now()
-	_, err := f.Get("ns1", "slow")
+	_, err := w.lookupNAD(context.Background(), "ns1", "slow")
 	if !errors.Is(err, context.DeadlineExceeded) || apierrors.IsNotFound(err) {
 		t.Fatalf("err %v, want a deadline error", err)
 	}
@@ -123,9 +122,9 @@ func counterValue(t *testing.T, c *prometheus.CounterVec, result string) float64
 // A selection naming one missing NAD thousands of times, or many distinct
 // missing NADs, costs one live GET per distinct NAD and at most
 // maxMissingLookups of them, and is denied.
-func TestLiveFallbackBoundsLookups(t *testing.T) {
+func TestLiveNADLookupBounds(t *testing.T) {
 	live := &liveNADs{}
-	w := newHooks(t, Options{NADs: &LiveFallback{Cache: lister(t, standardNADs()...), Live: live.get}})
+	w := newHooks(t, Options{NADs: lister(t, standardNADs()...), LiveNAD: live.get})
 	ctx := context.Background()
 
 	same := strings.TrimSuffix(strings.Repeat("gone,", 5000), ",")
