@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/multinet/multinet/internal/elfbin"
 )
 
 // installFile copies src to dst so that dst is at every moment either the
@@ -193,31 +192,6 @@ func nonEmptyFile(path string) func() (string, error) {
 		}
 		return path, nil
 	}
-}
-
-// dynamicDelegates returns one warning per executable of dir that asks for
-// a dynamic loader missing from this container's filesystem (exists says
-// whether a path exists here). multinetd runs delegates from inside its
-// container, where such a binary fails with "no such file or directory".
-func dynamicDelegates(dir string, exists func(string) bool) ([]string, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	var warnings []string
-	for _, e := range entries {
-		info, err := e.Info()
-		if err != nil || !info.Mode().IsRegular() || info.Mode().Perm()&0o111 == 0 {
-			continue
-		}
-		p := filepath.Join(dir, e.Name())
-		interp, err := elfbin.FileInterpreter(p)
-		if err != nil || interp == "" || exists(interp) {
-			continue
-		}
-		warnings = append(warnings, fmt.Sprintf("%s is dynamically linked (loader %s, absent in the multinetd container): multinetd cannot run it as a delegate; install a statically linked build (CGO_ENABLED=0)", p, interp))
-	}
-	return warnings, nil
 }
 
 // uninstall removes what multinet put on a node: multinet's CNI config

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/multinet/multinet/internal/elfbin"
 )
 
 func writeFile(t *testing.T, path, content string, mode os.FileMode) {
@@ -141,26 +140,6 @@ func TestWaitFor(t *testing.T) {
 	defer cancel()
 	if _, err := waitFor(ctx, 5*time.Millisecond, nonEmptyFile(filepath.Join(dir, "never")), func(time.Duration) {}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("timeout: err = %v, want DeadlineExceeded", err)
-	}
-}
-
-func TestDynamicDelegates(t *testing.T) {
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "bridge"), string(elfbin.Synthetic("/lib64/ld-linux-x86-64.so.2")), 0o755)
-	writeFile(t, filepath.Join(dir, "multinet-shim"), string(elfbin.Synthetic("")), 0o755)
-	writeFile(t, filepath.Join(dir, "script"), "#!/bin/sh\n", 0o755)
-	writeFile(t, filepath.Join(dir, "not-exec"), string(elfbin.Synthetic("/lib/ld.so")), 0o644)
-
-	warnings, err := dynamicDelegates(dir, func(string) bool { return false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(warnings) != 1 || !strings.Contains(warnings[0], "bridge") || !strings.Contains(warnings[0], "/lib64/ld-linux-x86-64.so.2") {
-		t.Errorf("warnings = %q, want one about bridge and its loader", warnings)
-	}
-	// A loader present in the container (a distro-based image) is fine.
-	if warnings, _ := dynamicDelegates(dir, func(string) bool { return true }); len(warnings) != 0 {
-		t.Errorf("loader present: warnings = %q", warnings)
 	}
 }
 

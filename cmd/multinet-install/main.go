@@ -33,7 +33,6 @@ func main() {
 	waitDefault := flag.Bool("wait-for-default-network", false, "wait until --cni-conf-dir holds a CNI config besides --conf-file-name (the cluster's default network)")
 	waitFile := flag.String("default-network-file", "", "wait until this CNI config file exists and is not empty (implies waiting)")
 	waitTimeout := flag.Duration("wait-timeout", 0, "give up waiting after this long (0: wait forever)")
-	checkDelegates := flag.Bool("check-delegates", true, "warn about dynamically linked plugins in --cni-bin-dir")
 	doUninstall := flag.Bool("uninstall", false, "remove multinet's CNI config, plugins, --state-dir and --socket-dir instead of installing")
 	root := flag.String("root", "", "with --uninstall: prefix of every path (e.g. /host under kubectl debug node/...)")
 	stateDir := flag.String("state-dir", "", "with --uninstall: multinetd's state dir to remove (e.g. /var/lib/multinet)")
@@ -75,15 +74,6 @@ func main() {
 		fmt.Fprintf(os.Stderr, "multinet-install: %v\n", err)
 		os.Exit(1)
 	}
-	if *checkDelegates {
-		warnings, err := dynamicDelegates(*binDir, exists)
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "multinet-install: checking delegates: %v\n", err)
-		}
-		for _, w := range warnings {
-			fmt.Fprintf(os.Stderr, "warning: %s\n", w)
-		}
-	}
 
 	if !*waitDefault && *waitFile == "" {
 		return
@@ -109,11 +99,6 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Printf("default network config: %s\n", p)
-}
-
-func exists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
 }
 
 // splitList splits a comma-separated flag value (blanks ignored).

@@ -70,6 +70,20 @@ type Config struct {
 	ConfFileName string `json:"confFileName,omitempty"`
 	// CNIBinDirs are the delegates' CNI_PATH; empty uses the runtime's.
 	CNIBinDirs []string `json:"cniBinDirs,omitempty"`
+	// NodeRoot is the node's root file system in the daemon's view: "/" for
+	// a host process, "/host" in the shipped DaemonSet (the node's "/"
+	// mounted with HostToContainer propagation). Every delegate runs
+	// chrooted into it, so it sees the node's binaries, libraries, sockets
+	// and state directories; every path handed to a delegate (CNI_PATH,
+	// CNI_NETNS, cniBinDirs, device-info files) is a node path.
+	NodeRoot string `json:"nodeRoot,omitempty"`
+	// DelegateCgroup is the node cgroup (a path from the hierarchy roots,
+	// in every hierarchy under NodeRoot/sys/fs/cgroup) each delegate is
+	// moved into before it reads its configuration. "" (default): "/" when
+	// NodeRoot is not "/" (the daemon runs in a container whose CPU weight
+	// and memory limit must not apply to delegates), else none; "none":
+	// delegates stay in the daemon's cgroup.
+	DelegateCgroup string `json:"delegateCgroup,omitempty"`
 	// DefaultNetwork is the cluster-wide default network (spec §6).
 	DefaultNetwork DefaultNetworkConfig `json:"defaultNetwork,omitempty"`
 	// StateDir holds the attachment records and libcni's cache.
@@ -111,6 +125,7 @@ type Config struct {
 func Defaults() Config {
 	return Config{
 		SocketPath:         api.DefaultSocketPath,
+		NodeRoot:           "/",
 		CNIConfDir:         "/etc/cni/net.d",
 		ConfFileName:       "00-multinet.conflist",
 		StateDir:           "/var/lib/multinet",
@@ -176,6 +191,15 @@ func (c *Config) Complete() error {
 	}
 	if c.DefaultNetwork.File != "" && filepath.Clean(c.DefaultNetwork.File) == filepath.Join(c.CNIConfDir, c.ConfFileName) {
 		errs = append(errs, fmt.Errorf("defaultNetwork.file %q is multinet's own config file", c.DefaultNetwork.File))
+	}
+	if !filepath.IsAbs(c.NodeRoot) {
+		errs = append(errs, fmt.Errorf("nodeRoot %q: want an absolute path", c.NodeRoot))
+	}
+	if c.DelegateCgroup == "" && filepath.Clean(c.NodeRoot) != "/" {
+		c.DelegateCgroup = "/"
+	}
+	if g := c.DelegateCgroup; g != "" && g != "none" && !filepath.IsAbs(g) {
+		errs = append(errs, fmt.Errorf("delegateCgroup %q: want an absolute cgroup path or none", g))
 	}
 	if !filepath.IsAbs(c.SocketPath) {
 		errs = append(errs, fmt.Errorf("socketPath %q: want an absolute path", c.SocketPath))

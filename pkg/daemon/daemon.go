@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -26,6 +27,7 @@ import (
 	"github.com/multinet/multinet/pkg/devinfo"
 	"github.com/multinet/multinet/pkg/kube"
 	"github.com/multinet/multinet/pkg/netconf"
+	"github.com/multinet/multinet/pkg/nodeexec"
 	"github.com/multinet/multinet/pkg/podresources"
 	"github.com/multinet/multinet/pkg/selection"
 	"github.com/multinet/multinet/pkg/state"
@@ -129,6 +131,10 @@ func Run(ctx context.Context, cfg Config) error {
 		devices = pr
 	}
 
+	delegates, err := delegateExec(cfg)
+	if err != nil {
+		return err
+	}
 	engine, err := attach.New(attach.Options{
 		Store:           store,
 		DefaultNetwork:  defaultNetwork,
@@ -146,6 +152,7 @@ func Run(ctx context.Context, cfg Config) error {
 		AsyncStatus:     cfg.AsyncStatus,
 		Observer:        m,
 		Ready:           ready,
+		Exec:            delegates,
 	})
 	if err != nil {
 		return err
@@ -329,4 +336,23 @@ func uniqueDirs(dirs ...string) []string {
 		}
 	}
 	return out
+}
+
+// delegateExec returns the executor of every delegate: chrooted into
+// cfg.NodeRoot and placed in cfg.DelegateCgroup (docs/decisions/deploy.md
+// "How delegates run"). Errors: the cgroup is not found in the node's
+// hierarchies.
+func delegateExec(cfg Config) (*nodeexec.Exec, error) {
+	e := &nodeexec.Exec{Root: cfg.NodeRoot, Stderr: os.Stderr}
+	if g := cfg.DelegateCgroup; g != "" && g != "none" {
+		cg, err := nodeexec.NewCgroup(cfg.NodeRoot, g)
+		if err != nil {
+			return nil, fmt.Errorf("delegateCgroup: %w", err)
+		}
+		e.Cgroup = cg
+		klog.InfoS("delegates run in the node's view", "nodeRoot", cfg.NodeRoot, "cgroup", g, "hierarchies", len(cg.Dirs()))
+	} else {
+		klog.InfoS("delegates run in the node's view", "nodeRoot", cfg.NodeRoot, "cgroup", "the daemon's")
+	}
+	return e, nil
 }

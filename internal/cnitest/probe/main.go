@@ -1,0 +1,108 @@
+// Command probe is a CNI plugin for tests: it reports what a delegate sees
+// where it runs. For every CNI command it appends one JSON line (Report) to
+// the file its network configuration names in "probeFile" (a path in the
+// plugin's own view), and on ADD it passes prevResult through, so it can sit
+// at the end of any config list. Outside CNI (CNI_COMMAND unset) it prints
+// the Report on stdout.
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/cni/pkg/version"
+)
+
+// Report is what the probe saw.
+type Report struct {
+	Command string `json:"command"`
+	// Cwd is the working directory.
+	Cwd string `json:"cwd"`
+	// Cgroup is /proc/self/cgroup.
+	Cgroup string `json:"cgroup"`
+	// Path is $PATH.
+	Path string `json:"path"`
+	// Marker is the content of the file "readFile" names, or the error.
+	Marker string `json:"marker,omitempty"`
+	// Stdin is the configuration the plugin got.
+	Stdin string `json:"stdin,omitempty"`
+}
+
+type conf struct {
+	types.NetConf
+	ProbeFile string `json:"probeFile"`
+	ReadFile  string `json:"readFile"`
+}
+
+func report(command string, stdin []byte, readFile string) Report {
+	r := Report{Command: command, Path: os.Getenv("PATH"), Stdin: string(stdin)}
+	r.Cwd, _ = os.Getwd()
+	if b, err := os.ReadFile("/proc/self/cgroup"); err == nil {
+		r.Cgroup = string(b)
+	}
+	if readFile != "" {
+		b, err := os.ReadFile(readFile)
+		if err != nil {
+			r.Marker = "error: " + err.Error()
+		} else {
+			r.Marker = strings.TrimSpace(string(b))
+		}
+	}
+	return r
+}
+
+func record(command string, args *skel.CmdArgs) (*conf, error) {
+	c := &conf{}
+	if err := json.Unmarshal(args.StdinData, c); err != nil {
+		return nil, fmt.Errorf("probe: config: %w", err)
+	}
+	if c.ProbeFile == "" {
+		return c, nil
+	}
+	b, _ := json.Marshal(report(command, args.StdinData, c.ReadFile))
+	f, err := os.OpenFile(c.ProbeFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("probe: %w", err)
+	}
+	defer f.Close()
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		return nil, fmt.Errorf("probe: %w", err)
+	}
+	return c, nil
+}
+
+func cmdAdd(args *skel.CmdArgs) error {
+	c, err := record("ADD", args)
+	if err != nil {
+		return err
+	}
+	if err := version.ParsePrevResult(&c.NetConf); err != nil {
+		return err
+	}
+	res := c.PrevResult
+	if res == nil {
+		res = &current.Result{CNIVersion: c.CNIVersion}
+	}
+	return types.PrintResult(res, c.CNIVersion)
+}
+
+func main() {
+	if os.Getenv("CNI_COMMAND") == "" {
+		stdin, _ := io.ReadAll(os.Stdin)
+		b, _ := json.Marshal(report("", stdin, os.Getenv("PROBE_READ_FILE")))
+		fmt.Println(string(b))
+		return
+	}
+	skel.PluginMainFuncs(skel.CNIFuncs{
+		Add:   cmdAdd,
+		Del:   func(a *skel.CmdArgs) error { _, err := record("DEL", a); return err },
+		Check: func(a *skel.CmdArgs) error { _, err := record("CHECK", a); return err },
+		GC:    func(a *skel.CmdArgs) error { _, err := record("GC", a); return err },
+	}, version.All, "multinet test probe")
+}

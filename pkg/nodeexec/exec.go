@@ -1,0 +1,216 @@
+// Package nodeexec runs CNI delegate plugins the way the container runtime
+// runs them on the node: with the node's root file system as "/" and in a
+// node cgroup, even when multinetd itself runs in a container.
+//
+// A delegate must see what it sees when the runtime executes it directly
+// (issue 17, docs/decisions/deploy.md "How delegates run"): the node's
+// binaries (iptables, nft), C library, sockets and state directories
+// (host-local's /var/lib/cni/networks, kind's /run/cni-ipam-state, flannel's
+// /run/flannel/subnet.env). Exec does this with a chroot into Root, the
+// node's root as mounted into the daemon's container (HostToContainer, so
+// that network namespaces the runtime creates later are visible), and moves
+// the plugin process into the node cgroup Cgroup before the plugin reads its
+// configuration, so that it is neither throttled by nor charged to the
+// daemon container's CPU weight and memory limit.
+//
+// Every path a delegate is given (CNI_PATH, CNI_NETNS, the device-info file,
+// a NAD's dataDir) is a path in the node's view: the runtime's, unchanged.
+// Only FindInPath looks through Root, because it runs in the daemon.
+//
+// Exec implements libcni's invoke.Exec (CNI spec "Section 3: Execution
+// Protocol": the plugin gets its configuration on stdin, its parameters in
+// the environment, and answers on stdout).
+package nodeexec
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/version"
+)
+
+// NodePATH is the PATH a chrooted delegate gets: the directories where a
+// node keeps iptables, nft, tc and the like. The daemon container's own
+// PATH names directories of its image, not of the node.
+const NodePATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// textBusyRetries is how often a plugin is started again when its binary is
+// being replaced ("text file busy"), one second apart, as libcni's RawExec.
+const textBusyRetries = 5
+
+// Exec runs delegates in the node's view. The zero value runs them as a
+// host process would (no chroot, no cgroup move), like libcni's RawExec.
+// Safe for concurrent use.
+type Exec struct {
+	// Root is the node's root file system as the daemon sees it: "/" (or
+	// empty) for a host process, "/host" in the shipped DaemonSet. Every
+	// plugin runs chrooted into it with "/" as its working directory.
+	Root string
+	// Cgroup places each plugin process before it reads its configuration;
+	// nil leaves it in the daemon's cgroup.
+	Cgroup *Cgroup
+	// Stderr receives what plugins write to stderr (libcni's RawExec sends
+	// it to the daemon's stderr); nil discards it.
+	Stderr io.Writer
+}
+
+// chroot reports the directory to chroot into, "" for none.
+func (e *Exec) chroot() string {
+	if e.Root == "" || filepath.Clean(e.Root) == "/" {
+		return ""
+	}
+	return filepath.Clean(e.Root)
+}
+
+// ExecPlugin runs the plugin at pluginPath (a node path) with stdinData on
+// its stdin and environ as its whole environment, and returns its stdout.
+// Errors: the process could not be started or placed in its cgroup (then it
+// is killed before it has read its configuration, so it did nothing); it
+// exited non-zero (a *types.Error decoded from its stdout when it printed
+// one, else one with the exit status and stderr); ctx ended (it is killed).
+func (e *Exec) ExecPlugin(ctx context.Context, pluginPath string, stdinData []byte, environ []string) ([]byte, error) {
+	var lastErr error
+	for i := 0; i <= textBusyRetries; i++ {
+		out, err, busy := e.run(ctx, pluginPath, stdinData, environ)
+		if !busy {
+			return out, err
+		}
+		lastErr = err
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	return nil, lastErr
+}
+
+// run starts the plugin once. busy reports "text file busy" (retry).
+func (e *Exec) run(ctx context.Context, pluginPath string, stdinData []byte, environ []string) (out []byte, err error, busy bool) {
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, pluginPath)
+	cmd.Env = e.environ(environ)
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	if root := e.chroot(); root != "" {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
+		cmd.Dir = "/"
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("plugin %s: stdin: %w", pluginPath, err), false
+	}
+	if err := cmd.Start(); err != nil {
+		_ = stdin.Close()
+		if errors.Is(err, syscall.ETXTBSY) || strings.Contains(err.Error(), "text file busy") {
+			return nil, fmt.Errorf("plugin %s: %w", pluginPath, err), true
+		}
+		return nil, fmt.Errorf("plugin %s: start in the node's view (root %q): %w", pluginPath, e.rootOrSlash(), err), false
+	}
+	// The plugin blocks reading its configuration until stdin is written:
+	// placed now, everything it does is charged to the node cgroup.
+	if e.Cgroup != nil {
+		if perr := e.Cgroup.Place(cmd.Process.Pid); perr != nil {
+			_ = cmd.Process.Kill()
+			_ = stdin.Close()
+			_ = cmd.Wait()
+			return nil, fmt.Errorf("plugin %s: not run: %w", pluginPath, perr), false
+		}
+	}
+	_, werr := stdin.Write(stdinData)
+	_ = stdin.Close()
+	err = cmd.Wait()
+	if e.Stderr != nil && stderr.Len() > 0 {
+		_, _ = e.Stderr.Write(stderr.Bytes())
+	}
+	if err != nil {
+		return nil, pluginErr(pluginPath, err, stdout.Bytes(), stderr.Bytes()), false
+	}
+	if werr != nil && !errors.Is(werr, syscall.EPIPE) {
+		return nil, fmt.Errorf("plugin %s: writing its configuration: %w", pluginPath, werr), false
+	}
+	return stdout.Bytes(), nil, false
+}
+
+func (e *Exec) rootOrSlash() string {
+	if r := e.chroot(); r != "" {
+		return r
+	}
+	return "/"
+}
+
+// environ is the plugin's environment: the caller's, with PATH set to the
+// node's directories when the plugin runs chrooted.
+func (e *Exec) environ(env []string) []string {
+	if e.chroot() == "" {
+		return env
+	}
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "PATH=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, "PATH="+NodePATH)
+}
+
+// pluginErr turns a failed run into the plugin's CNI error when it printed
+// one on stdout (CNI spec "Error"), else an error with the exit status and
+// stderr.
+func pluginErr(path string, err error, stdout, stderr []byte) error {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return fmt.Errorf("plugin %s: %w", path, err)
+	}
+	cniErr := &types.Error{}
+	if len(stdout) > 0 && json.Unmarshal(stdout, cniErr) == nil && (cniErr.Code != 0 || cniErr.Msg != "") {
+		return cniErr
+	}
+	msg := strings.TrimSpace(string(stderr))
+	if msg == "" {
+		msg = strings.TrimSpace(string(stdout))
+	}
+	return &types.Error{Code: types.ErrInternal, Msg: fmt.Sprintf("netplugin failed: %q", msg), Details: ee.Error()}
+}
+
+// FindInPath returns the node path of plugin in the first of paths (node
+// directories) that holds it, looking through Root. Errors: plugin is empty
+// or a path, paths is empty, or no directory holds an executable file of
+// that name (the message lists the directories searched).
+func (e *Exec) FindInPath(plugin string, paths []string) (string, error) {
+	if plugin == "" {
+		return "", errors.New("no plugin name provided")
+	}
+	if strings.ContainsRune(plugin, os.PathSeparator) {
+		return "", fmt.Errorf("invalid plugin name: %s", plugin)
+	}
+	if len(paths) == 0 {
+		return "", errors.New("no paths provided")
+	}
+	root := e.chroot()
+	for _, dir := range paths {
+		nodePath := filepath.Join(dir, plugin)
+		fi, err := os.Stat(filepath.Join(root, nodePath))
+		if err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			return nodePath, nil
+		}
+	}
+	return "", fmt.Errorf("failed to find plugin %q in path %s (node root %s)", plugin, paths, e.rootOrSlash())
+}
+
+// Decode parses a plugin's VERSION answer.
+func (e *Exec) Decode(jsonBytes []byte) (version.PluginInfo, error) {
+	var d version.PluginDecoder
+	return d.Decode(jsonBytes)
+}

@@ -1,0 +1,207 @@
+package nodeexec
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
+)
+
+// probeBin is the test probe plugin (internal/cnitest/probe), built static
+// so that it runs in a root holding nothing else.
+var probeBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "nodeexec-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	probeBin = filepath.Join(dir, "probe")
+	build := exec.Command("go", "build", "-o", probeBin, "github.com/multinet/multinet/internal/cnitest/probe")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building the probe plugin: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("this test needs root (chroot, cgroups): run it as root")
+	}
+}
+
+// nodeRoot makes a directory standing for the node's root file system: the
+// probe at /opt/cni/bin/probe and a marker file at /etc/node-marker that
+// exists nowhere else.
+func nodeRoot(t *testing.T) (root, marker string) {
+	t.Helper()
+	root = t.TempDir()
+	marker = "node-" + filepath.Base(root)
+	for _, d := range []string{"opt/cni/bin", "etc", "proc"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile(probeBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "opt/cni/bin/probe"), b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "etc/node-marker"), []byte(marker), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return root, marker
+}
+
+type probeReport struct {
+	Cwd, Cgroup, Path, Marker, Stdin string
+}
+
+func decodeReport(t *testing.T, out []byte) probeReport {
+	t.Helper()
+	var r probeReport
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("probe output %q: %v", out, err)
+	}
+	return r
+}
+
+func TestExecPluginRunsInTheNodeRoot(t *testing.T) {
+	requireRoot(t)
+	root, marker := nodeRoot(t)
+	e := &Exec{Root: root}
+
+	path, err := e.FindInPath("probe", []string{"/usr/lib/cni", "/opt/cni/bin"})
+	if err != nil {
+		t.Fatalf("FindInPath: %v", err)
+	}
+	if path != "/opt/cni/bin/probe" {
+		t.Fatalf("FindInPath = %q, want the node path /opt/cni/bin/probe", path)
+	}
+	env := []string{"PATH=/container/only", "PROBE_READ_FILE=/etc/node-marker", "CNI_PATH=/opt/cni/bin"}
+	out, err := e.ExecPlugin(testCtx(t), path, []byte(`{"cniVersion":"1.0.0"}`), env)
+	if err != nil {
+		t.Fatalf("ExecPlugin: %v", err)
+	}
+	r := decodeReport(t, out)
+	if r.Marker != marker {
+		t.Errorf("the plugin read %q from /etc/node-marker, want the node root's %q", r.Marker, marker)
+	}
+	if r.Cwd != "/" {
+		t.Errorf("working directory %q, want / inside the node root", r.Cwd)
+	}
+	if r.Path != NodePATH {
+		t.Errorf("PATH %q, want the node's %q", r.Path, NodePATH)
+	}
+	if r.Stdin != `{"cniVersion":"1.0.0"}` {
+		t.Errorf("stdin %q", r.Stdin)
+	}
+}
+
+func TestExecPluginHostRootIsPlainExec(t *testing.T) {
+	for _, root := range []string{"", "/"} {
+		e := &Exec{Root: root}
+		path, err := e.FindInPath("probe", []string{filepath.Dir(probeBin)})
+		if err != nil {
+			t.Fatalf("root %q: FindInPath: %v", root, err)
+		}
+		wd, _ := os.Getwd()
+		out, err := e.ExecPlugin(testCtx(t), path, nil, []string{"PATH=/keep"})
+		if err != nil {
+			t.Fatalf("root %q: ExecPlugin: %v", root, err)
+		}
+		r := decodeReport(t, out)
+		if r.Path != "/keep" || r.Cwd != wd {
+			t.Errorf("root %q: PATH %q cwd %q, want the caller's /keep and %q", root, r.Path, r.Cwd, wd)
+		}
+	}
+}
+
+func TestFindInPathErrors(t *testing.T) {
+	root, _ := nodeRoot(t)
+	if err := os.WriteFile(filepath.Join(root, "opt/cni/bin/noexec"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := &Exec{Root: root}
+	for _, tc := range []struct {
+		plugin string
+		paths  []string
+		want   string
+	}{
+		{"", []string{"/opt/cni/bin"}, "no plugin name"},
+		{"../probe", []string{"/opt/cni/bin"}, "invalid plugin name"},
+		{"probe", nil, "no paths"},
+		{"missing", []string{"/opt/cni/bin"}, `failed to find plugin "missing"`},
+		{"noexec", []string{"/opt/cni/bin"}, `failed to find plugin "noexec"`},
+		// The daemon's own /proc exists; the node root's does not hold it.
+		{"probe", []string{filepath.Dir(probeBin)}, "failed to find plugin"},
+	} {
+		_, err := e.FindInPath(tc.plugin, tc.paths)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("FindInPath(%q, %v) = %v, want an error with %q", tc.plugin, tc.paths, err, tc.want)
+		}
+	}
+}
+
+func TestExecPluginErrors(t *testing.T) {
+	dir := t.TempDir()
+	script := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	e := &Exec{}
+
+	cniErr := script("cni-error", `cat >/dev/null; echo '{"cniVersion":"1.0.0","code":11,"msg":"try again","details":"busy"}'; exit 1`)
+	_, err := e.ExecPlugin(testCtx(t), cniErr, []byte("{}"), nil)
+	var te *types.Error
+	if !errors.As(err, &te) || te.Code != 11 || te.Msg != "try again" {
+		t.Errorf("a plugin's CNI error: got %#v, want code 11 %q", err, "try again")
+	}
+
+	crash := script("crash", `cat >/dev/null; echo "boom on stderr" >&2; exit 3`)
+	_, err = e.ExecPlugin(testCtx(t), crash, []byte("{}"), nil)
+	if !errors.As(err, &te) || te.Code != types.ErrInternal || !strings.Contains(te.Msg, "boom on stderr") {
+		t.Errorf("a crash: got %v, want an internal error with the stderr", err)
+	}
+
+	hang := script("hang", `exec sleep 30`)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err = e.ExecPlugin(ctx, hang, []byte("{}"), nil); err == nil {
+		t.Error("a plugin that outlives its context: no error")
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the plugin was not killed when its context ended (returned after %v)", d)
+	}
+
+	_, err = (&Exec{Root: t.TempDir()}).ExecPlugin(testCtx(t), "/opt/cni/bin/none", nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "node's view") {
+		t.Errorf("a missing plugin in the node root: %v, want a start error naming the node's view", err)
+	}
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
