@@ -217,10 +217,14 @@ func TestMultinetdDaemonSet(t *testing.T) {
 				t.Errorf("%s: host path %s mounted at %s; they must be the same path", what, m.hostPath, p)
 			}
 		}
-		for _, d := range cfg.CNIBinDirs {
-			if m, ok := mounts[d]; !ok || m.hostPath != d || !m.readOnly {
-				t.Errorf("cniBinDirs %s: mount %+v, want the host dir at the same path, read-only", d, m)
-			}
+		// Delegates run chrooted into the node's root (docs/decisions/deploy.md
+		// "How delegates run"): "/" mounted read-write at nodeRoot, with
+		// HostToContainer so that pod netns mounts made later are visible.
+		if root, ok := mounts[cfg.NodeRoot]; !ok || root.hostPath != "/" || root.readOnly || root.propagation != corev1.MountPropagationHostToContainer {
+			t.Errorf("nodeRoot %s: mount %+v, want the host's / read-write with HostToContainer", cfg.NodeRoot, root)
+		}
+		if cfg.DelegateCgroup != "/" {
+			t.Errorf("delegateCgroup %q, want / (delegates outside the container's cgroup)", cfg.DelegateCgroup)
 		}
 		if f := cfg.DefaultNetwork.File; f != "" {
 			if m, ok := mounts[filepath.Dir(f)]; !ok || m.hostPath != filepath.Dir(f) {
@@ -234,6 +238,9 @@ func TestMultinetdDaemonSet(t *testing.T) {
 				if m.propagation != corev1.MountPropagationHostToContainer {
 					t.Errorf("netns mount %s: propagation %q, want HostToContainer", p, m.propagation)
 				}
+			}
+			if p == cfg.NodeRoot {
+				continue
 			}
 			if m.hostPath != "" && m.hostPath != p {
 				t.Errorf("host path %s mounted at %s: mount host paths at the same path", m.hostPath, p)

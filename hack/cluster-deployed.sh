@@ -10,10 +10,9 @@
 #            images of the last `make images` (_output/images/images.txt) and
 #            the cluster's paths when the checkout is not at the overlay's
 #            /work/main (kustomize cannot template host paths). Changes nothing.
-#   up       make images (imported into containerd), static delegates in the
-#            cluster's CNI bin dir (the from-scratch multinetd container has no
-#            C library), the containerd netns dir as a shared mount (for the
-#            DaemonSet's HostToContainer mount), stops the host-process
+#   up       make images (imported into containerd), the containerd netns dir
+#            on a shared mount (for the DaemonSet's HostToContainer mounts),
+#            stops the host-process
 #            multinetd, applies the manifests and waits until multinetd, the
 #            webhook and the device plugin are Ready and the webhook's caBundle
 #            is set. The host-process multinetd, webhook and device plugin are
@@ -79,35 +78,10 @@ render() {
   log "rendered ${RENDERED#"$MULTINET_ROOT"/} ($(grep -c '^kind:' "$RENDERED") objects; images $(awk '{print $2}' "$IMAGES_TXT" | tr '\n' ' '))"
 }
 
-is_dynamic() {
-  if command -v readelf >/dev/null; then
-    readelf -lW "$1" 2>/dev/null | grep -q 'program interpreter'
-  else
-    head -c 8192 "$1" | grep -qa '/ld-'
-  fi
-}
-
-# ensure_static_delegates replaces dynamically linked plugins in the CNI bin
-# dir (a cluster made before cluster-up built them static) with the static
-# builds of $CNI_CACHE_DIR: multinetd runs delegates inside its from-scratch
-# container, where a dynamic binary fails with "no such file or directory".
-ensure_static_delegates() {
-  local p n dynamic=()
-  for p in "${CNI_PLUGINS[@]}"; do
-    n=$(basename "$p")
-    [[ -x $CNI_BIN_DIR/$n ]] && is_dynamic "$CNI_BIN_DIR/$n" && dynamic+=("$n")
-  done
-  ((${#dynamic[@]} == 0)) && return 0
-  log "${#dynamic[@]} CNI plugins in $CNI_BIN_DIR are dynamically linked; installing static builds ($CNI_PLUGINS_VERSION)"
-  ensure_cni_plugins
-  for n in "${dynamic[@]}"; do
-    cp -f "$CNI_CACHE_DIR/$n" "$CNI_BIN_DIR/.$n.tmp.$$"
-    mv -f "$CNI_BIN_DIR/.$n.tmp.$$" "$CNI_BIN_DIR/$n"
-  done
-}
-
+# netns_shared: the mount holding containerd's netns dir is shared (cluster-up
+# makes / rshared for the DaemonSet's HostToContainer mounts).
 netns_shared() {
-  findmnt -n -o TARGET,PROPAGATION --target "$NETNS_DIR" | awk -v d="$NETNS_DIR" '$1 == d && $2 ~ /shared/ {ok=1} END {exit !ok}'
+  findmnt -n -o PROPAGATION --target "$NETNS_DIR" | grep -q shared
 }
 
 # ensure_shared_netns makes containerd's netns dir a shared mount point, as
@@ -183,7 +157,6 @@ apply() {
   require_cluster
   [[ ${CNI_MODE:-} == multinet ]] || die "the cluster runs CNI_MODE=${CNI_MODE:-?}; deployed multinet needs MULTINET_CNI=multinet"
   render
-  ensure_static_delegates
   ensure_shared_netns
   stop_host_components
   remove_url_webhook_configurations

@@ -167,6 +167,33 @@ remove_iptables_chains() {
   return 0
 }
 
+# remove_cni_chains removes the iptables chains delegates made (portmap's
+# CNI-HOSTPORT-*, CNI-DN-*; bridge ipMasq's CNI-<id>; firewall's CNI-FORWARD,
+# CNI-ADMIN) and the rules jumping to them, when cluster-up recorded that the
+# host had none (cni-iptables-chains in $HOST_RECORD).
+remove_cni_chains() {
+  grep -qx cni-iptables-chains "$HOST_RECORD" 2>/dev/null || return 0
+  local cmd t c rule n=0
+  for cmd in iptables ip6tables; do
+    command -v "$cmd" >/dev/null || continue
+    for t in nat filter mangle; do
+      # Rules of other chains that jump to a CNI- chain, then the chains.
+      while read -r rule; do
+        [[ -n $rule ]] || continue
+        eval "$cmd -w 5 -t $t ${rule/#-A/-D}" 2>/dev/null || problem "could not delete $cmd $t rule: $rule"
+      done < <("$cmd" -w 5 -t "$t" -S 2>/dev/null | grep -E -- '^-A [^ ]+ .*-j CNI-' | grep -Ev -- '^-A CNI-')
+      for c in $("$cmd" -w 5 -t "$t" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^CNI-/ {print $2}'); do
+        "$cmd" -w 5 -t "$t" -F "$c" 2>/dev/null
+      done
+      for c in $("$cmd" -w 5 -t "$t" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^CNI-/ {print $2}'); do
+        if "$cmd" -w 5 -t "$t" -X "$c" 2>/dev/null; then n=$((n + 1)); else problem "could not delete $cmd chain $t/$c"; fi
+      done
+    done
+  done
+  ((n > 0)) && note "removed $n iptables chain(s) of the delegates (portmap, ipMasq, firewall)"
+  return 0
+}
+
 # restore_host undoes what cluster-up recorded in $HOST_RECORD.
 restore_host() {
   [[ -f $HOST_RECORD ]] || return 0
@@ -191,6 +218,18 @@ restore_host() {
       fi
       ;;
     created-dir) dirs+=("$a") ;;
+    created-tree)
+      # What the delegates left in the node's standard directories
+      # (host-local's allocations, tuning's backups, kind's IPAM state).
+      if [[ -d $a ]]; then
+        rm -rf "$a" && note "removed $a (delegate state)" || problem "could not remove $a"
+      fi
+      ;;
+    root-propagation)
+      if [[ $(findmnt -no PROPAGATION /) != "$a" ]]; then
+        mount --make-r"$a" / && note "restored the propagation of / to $a" || problem "could not restore the propagation of / to $a"
+      fi
+      ;;
     esac
   done <"$HOST_RECORD"
   # The kubelet's legacy /var/log/containers symlinks into our pod log dir.
@@ -245,6 +284,7 @@ down() {
   remove_cgroups
   remove_links
   remove_iptables_chains
+  remove_cni_chains
   restore_host
 
   if [[ -d $LOG_DIR ]]; then

@@ -21,6 +21,9 @@
 #                                 kubectl apply -k deploy/overlays/local
 #                                 (hack/cluster-deployed.sh up; default), or
 #                                 keep the host processes (host)
+#   DEFAULT_NETWORK=containerd|kindnet  the default network's conflist:
+#                                 containerd's example (default) or kind's
+#                                 kindnet (see default_network_conflist)
 #   K8S_VERSION, CNI_PLUGINS_VERSION, POD_CIDR, KUBECTL, MULTINET_CACHE_DIR
 set -euo pipefail
 
@@ -41,6 +44,7 @@ preflight() {
     die "MULTINET_CNI=multinet needs the hook $MULTINET_CNI_HOOK (installs multinetd + shim); it does not exist yet" ;;
   *) die "MULTINET_CNI=$MULTINET_CNI: want bridge or multinet" ;;
   esac
+  [[ $DEFAULT_NETWORK == containerd || $DEFAULT_NETWORK == kindnet ]] || die "DEFAULT_NETWORK=$DEFAULT_NETWORK: want containerd or kindnet"
   [[ $MULTINET_DEPLOY == manifests || $MULTINET_DEPLOY == host ]] || die "MULTINET_DEPLOY=$MULTINET_DEPLOY: want manifests or host"
   [[ $POD_CIDR =~ ^10\.([0-9]{1,3})\.([0-9]{1,3})\.0/(1[6-9]|2[0-4])$ ]] && ((BASH_REMATCH[1] < 256 && BASH_REMATCH[2] < 256)) ||
     die "POD_CIDR=$POD_CIDR: want a 10.x.y.0/16-24 subnet (only inside this machine)"
@@ -58,6 +62,21 @@ record_host_state() {
   for s in "${SAVED_SYSCTLS[@]}"; do
     echo "sysctl $s $(sysctl -n "$s" 2>/dev/null | tr '\t' ' ')" >>"$HOST_RECORD"
   done
+  for d in "${DELEGATE_STATE_DIRS[@]}"; do
+    [[ -e $d ]] || echo "created-tree $d" >>"$HOST_RECORD"
+  done
+  # portmap, bridge's ipMasq and firewall add CNI-* chains; cluster-down
+  # removes them when the host had none before.
+  iptables -w 5 -t nat -S 2>/dev/null | grep -q -- '^-N CNI-' || echo "cni-iptables-chains" >>"$HOST_RECORD"
+  # multinetd's container mounts the node's / with HostToContainer
+  # propagation (delegates run chrooted into it), which needs / to be a
+  # shared mount, as it is on a systemd host; this machine's is private.
+  local prop
+  prop=$(findmnt -no PROPAGATION /)
+  if [[ $prop == private ]]; then
+    mount --make-rshared / || die "mount --make-rshared / failed"
+    echo "root-propagation $prop" >>"$HOST_RECORD"
+  fi
 }
 
 ensure_hosts_entry() {
@@ -231,11 +250,43 @@ start_containerd() {
   ctr_cmd images label "$IMAGE_REF" io.cri-containerd.pinned=pinned >/dev/null 2>&1 || true
 }
 
-# default_network_conflist prints the default network: the mnbr0 bridge with
-# host-local IPAM (state in the cluster dir, never /var/lib/cni), portmap and
-# bandwidth for the capabilities the kubelet passes.
+# default_network_conflist prints the default network as a distribution
+# ships it, with this cluster's bridge and subnet (DEFAULT_NETWORK):
+#   containerd: containerd's example 10-containerd-net.conflist (bridge,
+#     host-local with its default dataDir /var/lib/cni/networks, portmap);
+#   kindnet: kind's kindnetd conflist (ptp, host-local with dataDir
+#     /run/cni-ipam-state, portmap).
+# Both keep their state in the node's standard directories, which is why
+# delegates must run in the node's view (docs/decisions/deploy.md).
 default_network_conflist() {
-  cat <<EOF
+  case $DEFAULT_NETWORK in
+  kindnet)
+    cat <<EOF
+{
+  "cniVersion": "0.3.1",
+  "name": "$DEFAULT_NETWORK_NAME",
+  "plugins": [
+    {
+      "type": "ptp",
+      "ipMasq": false,
+      "ipam": {
+        "type": "host-local",
+        "dataDir": "/run/cni-ipam-state",
+        "routes": [{"dst": "0.0.0.0/0"}],
+        "ranges": [[{"subnet": "$POD_CIDR"}]]
+      },
+      "mtu": 1500
+    },
+    {
+      "type": "portmap",
+      "capabilities": {"portMappings": true}
+    }
+  ]
+}
+EOF
+    ;;
+  *)
+    cat <<EOF
 {
   "cniVersion": "1.0.0",
   "name": "$DEFAULT_NETWORK_NAME",
@@ -244,18 +295,23 @@ default_network_conflist() {
       "type": "bridge",
       "bridge": "$BRIDGE_NAME",
       "isGateway": true,
-      "ipMasq": false,
-      "hairpinMode": true,
+      "ipMasq": true,
+      "promiscMode": true,
       "ipam": {
         "type": "host-local",
-        "dataDir": "$CNI_IPAM_DIR",
-        "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$POD_GATEWAY"}]],
+        "ranges": [[{"subnet": "$POD_CIDR"}]],
         "routes": [{"dst": "0.0.0.0/0"}]
       }
+    },
+    {
+      "type": "portmap",
+      "capabilities": {"portMappings": true}
     }
   ]
 }
 EOF
+    ;;
+  esac
 }
 
 install_cni() {
@@ -287,6 +343,7 @@ export CNI_BIN_DIR=$CNI_BIN_DIR
 export CNI_CONF_DIR=$CNI_CONF_DIR
 export CNI_IPAM_DIR=$CNI_IPAM_DIR
 export CNI_PLUGINS_VERSION=$CNI_PLUGINS_VERSION
+export DEFAULT_NETWORK=$DEFAULT_NETWORK
 export DEFAULT_NETWORK_NAME=$DEFAULT_NETWORK_NAME
 export DEFAULT_NETWORK_CONF=$DEFAULT_NETWORK_CONF
 export DEFAULT_NETWORK_BRIDGE=$BRIDGE_NAME

@@ -13,8 +13,9 @@ K8S_VERSION=${K8S_VERSION:-v1.34.4}
 CNI_PLUGINS_VERSION=${CNI_PLUGINS_VERSION:-v1.9.1}
 CACHE_DIR=${MULTINET_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/multinet}
 K8S_BIN_DIR=$CACHE_DIR/k8s/$K8S_VERSION
-# Static (CGO_ENABLED=0) builds: multinetd's from-scratch container runs
-# them as delegates, and it has no C library.
+# Static (CGO_ENABLED=0) builds, as the containernetworking/plugins release
+# tarballs are. (Delegates run in the node's view, so dynamically linked
+# plugins work too: the e2e suite runs a shell-script delegate.)
 CNI_CACHE_DIR=$CACHE_DIR/cni-plugins-static/$CNI_PLUGINS_VERSION
 
 CLUSTER_DIR=${MULTINET_CLUSTER_DIR:-$MULTINET_ROOT/_output/cluster}
@@ -35,7 +36,19 @@ MULTINET_CNI=${MULTINET_CNI:-multinet}
 MULTINET_DEPLOY=${MULTINET_DEPLOY:-manifests}
 MULTINET_CNI_HOOK=${MULTINET_CNI_HOOK:-$MULTINET_ROOT/hack/cluster-cni-multinet.sh}
 BRIDGE_NAME=mnbr0
-DEFAULT_NETWORK_NAME=multinet-default
+# The cluster's default network, a conflist a distribution ships (with this
+# cluster's subnet): containerd (containerd's example 10-containerd-net.conflist:
+# bridge + host-local in its default dataDir + portmap) or kindnet (kind's:
+# ptp + host-local with dataDir /run/cni-ipam-state + portmap).
+DEFAULT_NETWORK=${DEFAULT_NETWORK:-containerd}
+case $DEFAULT_NETWORK in
+kindnet) DEFAULT_NETWORK_NAME=kindnet ;;
+*) DEFAULT_NETWORK_NAME=containerd-net ;;
+esac
+# Node directories delegates write into (host-local's default dataDir and
+# kind's, tuning's and dhcp's /run/cni): cluster-down removes the ones that
+# did not exist before cluster-up, with what the delegates left in them.
+DELEGATE_STATE_DIRS=(/var/lib/cni /run/cni-ipam-state /run/cni)
 POD_CIDR=${POD_CIDR:-10.244.0.0/24}
 SERVICE_CIDR=10.96.0.0/16
 # The pod network's gateway, the mnbr0 bridge's address: POD_CIDR's first
