@@ -163,6 +163,9 @@ func TestMultinetdDaemonSet(t *testing.T) {
 		var ds appsv1.DaemonSet
 		o.get(t, "DaemonSet/multinetd", &ds)
 		spec := ds.Spec.Template.Spec
+		if !spec.HostPID {
+			t.Error("multinetd needs hostPID: delegates chrooted into the node's root read the node's /proc by their own PID")
+		}
 		if !spec.HostNetwork || spec.PriorityClassName != "system-node-critical" || spec.ServiceAccountName != "multinetd" {
 			t.Errorf("hostNetwork %v, priorityClassName %q, serviceAccount %q", spec.HostNetwork, spec.PriorityClassName, spec.ServiceAccountName)
 		}
