@@ -84,19 +84,12 @@ netns_shared() {
   findmnt -n -o PROPAGATION --target "$NETNS_DIR" | grep -q shared
 }
 
-# ensure_shared_netns makes containerd's netns dir a shared mount point, as
-# HostToContainer propagation requires (the machine's / is private here).
-# Pod network namespaces are bind mounts in that dir; a mount put over it
-# while pods exist would hide theirs, so it is done only while it is empty.
+# ensure_shared_netns checks that containerd's netns dir is on a shared mount,
+# as multinetd's HostToContainer mounts (the node's /, the netns dir) require:
+# cluster-up makes / rshared before containerd starts.
 ensure_shared_netns() {
-  netns_shared && return 0
   [[ -d $NETNS_DIR ]] || mkdir -p "$NETNS_DIR"
-  if [[ -n $(ls -A "$NETNS_DIR") ]]; then
-    die "$NETNS_DIR holds network namespaces of running pods and is not a shared mount; delete those pods (or make cluster-down cluster-up) and run up again"
-  fi
-  mount --bind "$NETNS_DIR" "$NETNS_DIR"
-  mount --make-shared "$NETNS_DIR"
-  log "made $NETNS_DIR a shared mount (cluster-down unmounts it)"
+  netns_shared || die "$NETNS_DIR is not on a shared mount (findmnt -o TARGET,PROPAGATION --target $NETNS_DIR); make cluster-down cluster-up makes / rshared"
 }
 
 rollout() { # rollout KIND/NAME: waits until it is fully rolled out and Ready

@@ -1,0 +1,49 @@
+package nodeexec
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/containernetworking/cni/pkg/invoke"
+)
+
+// BenchmarkExecPlugin compares one plugin run (the probe, a static Go CNI
+// plugin) through libcni's RawExec, as the daemon ran delegates before
+// issue 17, with the node-view executor: no chroot, chroot, chroot and a
+// cgroup move. Run as root: go test -run '^$' -bench ExecPlugin ./pkg/nodeexec
+func BenchmarkExecPlugin(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Fatal("needs root (chroot, cgroups)")
+	}
+	root := b.TempDir()
+	for _, d := range []string{"opt/cni/bin", "proc"} {
+		if err := os.MkdirAll(root+"/"+d, 0o755); err != nil {
+			b.Fatal(err)
+		}
+	}
+	bin, err := os.ReadFile(probeBin)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(root+"/opt/cni/bin/probe", bin, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	cg, err := NewCgroup("/", "/")
+	if err != nil {
+		b.Fatal(err)
+	}
+	env := []string{"PATH=/usr/bin"}
+	ctx := context.Background()
+	run := func(b *testing.B, exec invoke.Exec, path string) {
+		for i := 0; i < b.N; i++ {
+			if _, err := exec.ExecPlugin(ctx, path, []byte(`{}`), env); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("libcni-RawExec", func(b *testing.B) { run(b, &invoke.DefaultExec{RawExec: &invoke.RawExec{}}, probeBin) })
+	b.Run("nodeexec-host", func(b *testing.B) { run(b, &Exec{}, probeBin) })
+	b.Run("nodeexec-chroot", func(b *testing.B) { run(b, &Exec{Root: root}, "/opt/cni/bin/probe") })
+	b.Run("nodeexec-chroot-cgroup", func(b *testing.B) { run(b, &Exec{Root: root, Cgroup: cg}, "/opt/cni/bin/probe") })
+}
