@@ -12,7 +12,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
 )
 
 // installFile copies src to dst so that dst is at every moment either the

@@ -9,7 +9,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
 )
 
 func writeFile(t *testing.T, path, content string, mode os.FileMode) {
