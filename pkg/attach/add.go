@@ -94,6 +94,7 @@ func (e *Engine) Add(ctx context.Context, req *api.Request) ([]byte, error) {
 		rec.Attachments = append(rec.Attachments, state.Attachment{
 			Network:        a.NetworkKey,
 			Default:        i == 0,
+			Auxiliary:      p.isAuxiliary(i),
 			IfName:         a.IfName,
 			ConfList:       a.ConfList.Bytes,
 			CapabilityArgs: a.CapabilityArgs,
@@ -115,6 +116,12 @@ func (e *Engine) Add(ctx context.Context, req *api.Request) ([]byte, error) {
 	for i := range p.attachments {
 		a := &p.attachments[i]
 		alog := log.WithValues("network", a.NetworkKey, "ifName", a.IfName)
+		if p.isAuxiliary(i) {
+			if err := a.ChainOnto(results[0]); err != nil {
+				return nil, e.failAdd(ctx, req, rec, p, i-1, types.NewError(types.ErrInvalidNetworkConfig, fmt.Sprintf("auxiliary chain: %v", err), ""))
+			}
+			rec.Attachments[i].ConfList = a.ConfList.Bytes
+		}
 		res, err := e.runAdd(ctx, cni, a, req, args)
 		if err != nil {
 			alog.Error(err, "delegate ADD failed")
@@ -267,6 +274,9 @@ func (e *Engine) warn(p *plan, err error) {
 func (e *Engine) networkStatus(p *plan, results []types.Result, routedVia []string) ([]status.NetworkStatus, error) {
 	list := make([]status.NetworkStatus, 0, len(results))
 	for i, a := range p.attachments {
+		if p.isAuxiliary(i) {
+			continue // not a network of the pod (§5 lists its attachments)
+		}
 		opts := status.Options{
 			Default:      i == 0,
 			DefaultRoute: i == p.gateway,

@@ -168,7 +168,7 @@ func (e *Engine) fallbackRecord(ctx context.Context, req *api.Request, corrupt b
 			}
 		}
 		rec.Attachments = append(rec.Attachments, state.Attachment{
-			Network: a.NetworkKey, Default: i == 0, IfName: a.IfName,
+			Network: a.NetworkKey, Default: i == 0, Auxiliary: p.isAuxiliary(i), IfName: a.IfName,
 			ConfList: a.ConfList.Bytes, CapabilityArgs: a.CapabilityArgs,
 			Phase: state.PhasePlanned, DeviceInfoFile: f,
 		})

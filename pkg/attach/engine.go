@@ -73,12 +73,21 @@ type Observer interface {
 // it is not available (then ADD fails and STATUS reports not ready).
 type DefaultNetworkFunc func() (*libcni.NetworkConfigList, string, error)
 
+// AuxiliaryChainFunc returns the auxiliary chain, a config list run for
+// every pod after its attachments, in cniVersion (the default network's);
+// nil and no error when there is none.
+type AuxiliaryChainFunc func(cniVersion string) (*libcni.NetworkConfigList, error)
+
 // Options configure an Engine. Store, DefaultNetwork and NADs are required.
 type Options struct {
 	// Store keeps the attachment records.
 	Store *state.Store
 	// DefaultNetwork gives the default network's config (spec §6).
 	DefaultNetwork DefaultNetworkFunc
+	// AuxiliaryChain gives the chain run for every pod after its
+	// attachments, on the runtime's interface, chained onto the default
+	// network's result (multinetd's auxiliaryChain). May be nil.
+	AuxiliaryChain AuxiliaryChainFunc
 	// Pods and NADs are read on ADD. Pods may be nil: then every ADD attaches
 	// the default network only.
 	Pods Pods

@@ -34,7 +34,13 @@ type plan struct {
 	gateway int
 	// gatewayRequested is true when an element had "default-route".
 	gatewayRequested bool
+	// auxiliary is the index of the auxiliary chain's attachment (the
+	// last), 0 when there is none.
+	auxiliary int
 }
+
+// isAuxiliary reports whether attachments[i] is the auxiliary chain.
+func (p *plan) isAuxiliary(i int) bool { return p.auxiliary > 0 && i == p.auxiliary }
 
 // planError is a failure to decide the attachments: a CNI error code and the
 // message the runtime and the pod's Event show.
@@ -78,7 +84,7 @@ func (e *Engine) buildPlan(ctx context.Context, ifName, containerID string, args
 		p.resources = []string{""}
 		p.deviceIDs = []string{""}
 		p.deviceInfoFiles = []string{""}
-		return p, nil
+		return p, e.planAuxiliary(p, ifName)
 	}
 
 	nets := make([]netconf.Network, 0, len(elements))
@@ -107,7 +113,32 @@ func (e *Engine) buildPlan(ctx context.Context, ifName, containerID string, args
 			return p, err
 		}
 	}
-	return p, nil
+	return p, e.planAuxiliary(p, ifName)
+}
+
+// planAuxiliary appends the auxiliary chain, when there is one, as the
+// plan's last attachment: on the runtime's interface ifName, in the default
+// network's cniVersion, with no capability arguments. ADD chains it onto the
+// default network's result (Attachment.ChainOnto); it is recorded like any
+// attachment, so DEL tears it down first, but it is no network of the pod
+// and has no network-status entry.
+func (e *Engine) planAuxiliary(p *plan, ifName string) error {
+	if e.opts.AuxiliaryChain == nil {
+		return nil
+	}
+	list, err := e.opts.AuxiliaryChain(p.attachments[0].ConfList.CNIVersion)
+	if err != nil {
+		return planError(types.ErrInvalidNetworkConfig, "%v", err)
+	}
+	if list == nil {
+		return nil
+	}
+	p.auxiliary = len(p.attachments)
+	p.attachments = append(p.attachments, netconf.Attachment{Index: -1, NetworkKey: list.Name, NetworkName: list.Name, IfName: ifName, ConfList: list})
+	p.resources = append(p.resources, "")
+	p.deviceIDs = append(p.deviceIDs, "")
+	p.deviceInfoFiles = append(p.deviceInfoFiles, "")
+	return nil
 }
 
 // defaultAttachment plans the cluster-wide default network (spec §6): the

@@ -16,6 +16,7 @@ import (
 
 	"github.com/multinet/multinet/pkg/cniserver/api"
 	"github.com/multinet/multinet/pkg/devinfo"
+	"github.com/multinet/multinet/pkg/netconf"
 )
 
 // Duration is a time.Duration written as a Go duration string ("90s") in
@@ -86,6 +87,11 @@ type Config struct {
 	DelegateCgroup string `json:"delegateCgroup,omitempty"`
 	// DefaultNetwork is the cluster-wide default network (spec §6).
 	DefaultNetwork DefaultNetworkConfig `json:"defaultNetwork,omitempty"`
+	// AuxiliaryChain names a chain of plugins run for every pod after its
+	// attachments (Multus's auxiliaryCNIChainName): the .conf files of the
+	// sub-directory CNIConfDir/<AuxiliaryChain>, on the runtime's interface,
+	// chained onto the default network's result. Empty: none.
+	AuxiliaryChain string `json:"auxiliaryChain,omitempty"`
 	// StateDir holds the attachment records and libcni's cache.
 	StateDir string `json:"stateDir,omitempty"`
 	// DevInfoRoot is the device-info root ("<root>/dp", "<root>/cni").
@@ -191,6 +197,11 @@ func (c *Config) Complete() error {
 	}
 	if c.DefaultNetwork.File != "" && filepath.Clean(c.DefaultNetwork.File) == filepath.Join(c.CNIConfDir, c.ConfFileName) {
 		errs = append(errs, fmt.Errorf("defaultNetwork.file %q is multinet's own config file", c.DefaultNetwork.File))
+	}
+	if c.AuxiliaryChain != "" {
+		if err := netconf.ValidateNetworkName(c.AuxiliaryChain); err != nil {
+			errs = append(errs, fmt.Errorf("auxiliaryChain: %w", err))
+		}
 	}
 	if !filepath.IsAbs(c.NodeRoot) {
 		errs = append(errs, fmt.Errorf("nodeRoot %q: want an absolute path", c.NodeRoot))

@@ -104,6 +104,8 @@ func TestComplete(t *testing.T) {
 		{name: "NAD without namespace", mod: func(c *Config) { c.DefaultNetwork.NAD = "default" }, wantErr: []string{"defaultNetwork.nad", "namespace/name"}},
 		{name: "NAD with empty name", mod: func(c *Config) { c.DefaultNetwork.NAD = "ns/" }, wantErr: []string{"defaultNetwork.nad"}},
 		{name: "default file is multinet's own", mod: func(c *Config) { c.DefaultNetwork.File = "/etc/cni/net.d/./00-multinet.conflist" }, wantErr: []string{"defaultNetwork.file", "own config file"}},
+		{name: "auxiliary chain", mod: func(c *Config) { c.AuxiliaryChain = "vendor-cni-chain" }},
+		{name: "auxiliary chain is a path", mod: func(c *Config) { c.AuxiliaryChain = "../etc" }, wantErr: []string{"auxiliaryChain", "not a CNI network name"}},
 		{name: "relative socket", mod: func(c *Config) { c.SocketPath = "run/x.sock" }, wantErr: []string{"socketPath"}},
 		{name: "conf file not a conflist", mod: func(c *Config) { c.ConfFileName = "00-multinet.conf" }, wantErr: []string{"confFileName"}},
 		{name: "conf file with a slash", mod: func(c *Config) { c.ConfFileName = "a/00-multinet.conflist" }, wantErr: []string{"confFileName"}},

@@ -138,6 +138,7 @@ func Run(ctx context.Context, cfg Config) error {
 	engine, err := attach.New(attach.Options{
 		Store:           store,
 		DefaultNetwork:  defaultNetwork,
+		AuxiliaryChain:  auxiliaryChainFunc(cfg),
 		Pods:            pods,
 		NADs:            nads,
 		Resolver:        resolver,
@@ -250,6 +251,18 @@ func Run(ctx context.Context, cfg Config) error {
 }
 
 // defaultNetworkFunc returns how the engine finds the default network (§6).
+// auxiliaryChainFunc loads the auxiliary chain from its sub-directory of
+// cniConfDir on every ADD (the files may change at any time, as Multus reads
+// them); nil when auxiliaryChain is not set.
+func auxiliaryChainFunc(cfg Config) attach.AuxiliaryChainFunc {
+	if cfg.AuxiliaryChain == "" {
+		return nil
+	}
+	return func(cniVersion string) (*libcni.NetworkConfigList, error) {
+		return netconf.LoadAuxiliaryChain(cfg.CNIConfDir, cfg.AuxiliaryChain, cniVersion)
+	}
+}
+
 func defaultNetworkFunc(cfg Config, dir *netconf.ConfDir, nads apiclient.NetworkAttachmentDefinitionLister, resolver *netconf.Resolver) attach.DefaultNetworkFunc {
 	if key := cfg.DefaultNetwork.NAD; key != "" {
 		ns, name, _ := strings.Cut(key, "/")

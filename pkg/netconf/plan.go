@@ -459,7 +459,8 @@ func setPluginField(list *libcni.NetworkConfigList, i int, k string, v any) (*li
 }
 
 // withBytes is p with new Bytes that differ from p's only in keys that
-// types.PluginConf does not decode (args, deviceID), so Network is reused
+// types.PluginConf does not decode (args, deviceID) or that nothing reads
+// from Network (prevResult), so Network is reused
 // (shallow-copied).
 func withBytes(p *libcni.PluginConfig, b []byte) *libcni.PluginConfig {
 	nw := *p.Network

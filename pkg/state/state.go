@@ -74,6 +74,9 @@ type Attachment struct {
 	Network string `json:"network"`
 	// Default is true for the cluster-wide default network (spec §6).
 	Default bool `json:"default,omitempty"`
+	// Auxiliary is true for the auxiliary chain (multinetd's
+	// auxiliaryChain): run for every pod, not a network of the pod.
+	Auxiliary bool `json:"auxiliary,omitempty"`
 	// IfName is the CNI_IFNAME the delegate ran with.
 	IfName string `json:"ifName"`
 	// ConfList is the delegate configuration list exactly as run (JSON, with
