@@ -40,8 +40,12 @@ test-unit: ## go test ./... (no e2e), with -race when a C compiler is present
 	$(GO) test $(RACE) -count=1 -timeout $(UNIT_TIMEOUT) ./...
 
 .PHONY: test-e2e
-test-e2e: ## cluster-up, go test -tags e2e ./test/e2e/..., cluster-down (even on failure)
+test-e2e: ## cluster-up, go test -tags e2e ./test/e2e/..., cluster-down (even on failure); default network: containerd's conflist
 	hack/e2e.sh
+
+.PHONY: test-e2e-kindnet
+test-e2e-kindnet: ## the e2e suite on a cluster whose default network is kind's kindnet conflist (ptp + host-local /run/cni-ipam-state + portmap)
+	DEFAULT_NETWORK=kindnet hack/e2e.sh
 
 .PHONY: fuzz
 fuzz: ## run every Fuzz target for FUZZTIME (default 30s) each

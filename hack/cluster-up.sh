@@ -464,6 +464,10 @@ up() {
   preflight
   mkdir -p "$MULTINET_ROOT/_output"
   if [[ -d $CLUSTER_DIR ]] && cluster_healthy; then
+    local running
+    running=$(sed -n 's/^export DEFAULT_NETWORK=//p' "$ENV_FILE" 2>/dev/null)
+    [[ -z $running || $running == "$DEFAULT_NETWORK" ]] ||
+      die "the running cluster's default network is $running, not DEFAULT_NETWORK=$DEFAULT_NETWORK: make cluster-down first"
     log "cluster already up and healthy (node $NODE_NAME); KUBECONFIG=$KUBECONFIG_FILE; env: $ENV_FILE"
     return 0
   fi
