@@ -33,8 +33,8 @@ const hostLocalDefaultDir = "/var/lib/cni/networks"
 // CNI plugins (v1.9.1), its IPAM, and meta plugins chained after it.
 type pluginCase struct {
 	name string
-	// kernel is the link kind the main or a meta plugin makes ("ipvlan",
-	// "vlan", "vrf"). When this kernel cannot make it, the case asserts the
+	// kernel is the link kind the main or a meta plugin makes ("dummy",
+	// "ipvlan", "vlan", "vrf"). When this kernel cannot make it, the case asserts the
 	// failure path instead: the pod does not start, the NetworkAttachFailed
 	// event names the network and the plugin's error, and nothing is left
 	// once the pod is deleted.
@@ -163,6 +163,16 @@ func TestReferencePluginsAsDelegates(t *testing.T) {
 			}
 			if want := fmt.Sprintf("@if%d:", hostIndex(t, e.vars["master"])); !strings.Contains(out, want) {
 				t.Errorf("net1's parent is not the master %s (%s): %s", e.vars["master"], want, out)
+			}
+		},
+	}, {
+		name: "dummy", kernel: "dummy", ipam: "host-local",
+		plugins: func(t *testing.T, e *pluginEnv) []map[string]any {
+			return []map[string]any{{"type": "dummy"}}
+		},
+		running: func(t *testing.T, e *pluginEnv) {
+			if out := podNetns(t, e, "ip", "-d", "-o", "link", "show", "net1"); !strings.Contains(out, " dummy ") {
+				t.Errorf("net1 is not a dummy link: %s", out)
 			}
 		},
 	}, {
@@ -390,6 +400,10 @@ func runPluginCase(t *testing.T, c pluginCase) {
 		sel = c.selection(e)
 	}
 	hostLocal := strings.HasPrefix(c.ipam, "host-local")
+	// Cleanups run last-in first-out: when the case fails half-way, the pod
+	// goes (its CNI DEL done) before the prerequisites its delegates need on
+	// DEL (the dhcp daemon, a host-device's link).
+	t.Cleanup(func() { deletePod(t, ns, "p") })
 
 	if !supported {
 		// The kernel lacks the link kind: the delegate must fail, multinet
@@ -508,8 +522,8 @@ func vethPair(t *testing.T) string {
 }
 
 // kernelHas reports whether the kernel can make links of kind (it has no
-// loadable modules here: CONFIG_IPVLAN, CONFIG_VLAN_8021Q, CONFIG_NET_VRF
-// are built in or missing).
+// loadable modules here: CONFIG_DUMMY, CONFIG_IPVLAN, CONFIG_VLAN_8021Q,
+// CONFIG_NET_VRF are built in or missing).
 func kernelHas(t *testing.T, kind string) bool {
 	t.Helper()
 	parent := vethPair(t)
@@ -522,6 +536,8 @@ func kernelHas(t *testing.T, kind string) bool {
 		args = []string{"link", "add", "link", parent, "name", name, "type", "vlan", "id", "2"}
 	case "vrf":
 		args = []string{"link", "add", name, "type", "vrf", "table", "4213"}
+	case "dummy":
+		args = []string{"link", "add", name, "type", "dummy"}
 	default:
 		t.Fatalf("kernelHas: unknown kind %s", kind)
 	}
@@ -647,6 +663,11 @@ func startDHCPServer(t *testing.T, e *pluginEnv, serverLink string) {
 			t.Logf("udhcpd output:\n%s", serverOut.String())
 		}
 	})
+	// udhcpd listens on UDP port 67 (0043 in /proc/net/udp) once it runs.
+	waitFor(t, 10*time.Second, "udhcpd listening on port 67", func() bool {
+		out, _ := exec.Command("ip", "netns", "exec", netnsName, "cat", "/proc/net/udp").Output()
+		return strings.Contains(string(out), ":0043 ")
+	})
 
 	if c, err := net.Dial("unix", dhcpSocket); err == nil {
 		c.Close()
@@ -675,16 +696,21 @@ func startDHCPServer(t *testing.T, e *pluginEnv, serverLink string) {
 			t.Logf("dhcp daemon output:\n%s", dhcpLog.String())
 		}
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitFor(t, 10*time.Second, "the dhcp daemon listening on "+dhcpSocket, func() bool {
 		c, err := net.Dial("unix", dhcpSocket)
 		if err == nil {
 			c.Close()
-			break
 		}
+		return err == nil
+	})
+}
+
+// waitFor polls cond every 100ms until it holds, failing the test after d.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the dhcp daemon does not listen on %s: %v\n%s", dhcpSocket, err, dhcpLog.String())
+			t.Fatalf("timed out after %v waiting for %s", d, what)
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
