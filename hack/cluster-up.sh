@@ -354,6 +354,7 @@ export SERVICE_CIDR=$SERVICE_CIDR
 export CONTAINERD_SOCKET=$CONTAINERD_SOCKET
 export CONTAINERD_NAMESPACE=$CONTAINERD_NAMESPACE
 export KUBELET_ROOT_DIR=$KUBELET_ROOT_DIR
+export STATIC_POD_DIR=$STATIC_POD_DIR
 export PODRESOURCES_SOCKET=$PODRESOURCES_SOCKET
 export DEVICE_PLUGINS_DIR=$DEVICE_PLUGINS_DIR
 export KUBELET_REGISTRATION_SOCKET=$DEVICE_PLUGINS_DIR/kubelet.sock
@@ -406,7 +407,10 @@ evictionHard: {memory.available: "100Mi", nodefs.available: "1%", nodefs.inodesF
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 nodeStatusUpdateFrequency: 5s
+# Static pods (e2e: TestStaticPodNetworks, the Multus e2e static pod scenario).
+staticPodPath: $STATIC_POD_DIR
 EOF
+  mkdir -p "$STATIC_POD_DIR"
   start_component kubelet "$K8S_BIN_DIR/kubelet" \
     --config "$CLUSTER_DIR/kubelet-config.yaml" --kubeconfig "$CLUSTER_DIR/kubelet.kubeconfig" \
     --hostname-override "$NODE_NAME" --root-dir "$KUBELET_ROOT_DIR" --v=1

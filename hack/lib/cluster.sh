@@ -71,6 +71,8 @@ CONTAINERD_DIR=$CLUSTER_DIR/containerd
 CONTAINERD_NETNS_DIR=$CONTAINERD_DIR/state/io.containerd.grpc.v1.cri/netns
 CONTAINERD_SOCKET=$CONTAINERD_DIR/containerd.sock
 KUBELET_ROOT_DIR=$CLUSTER_DIR/kubelet
+# The kubelet's staticPodPath: manifests put here run as static pods.
+STATIC_POD_DIR=$CLUSTER_DIR/manifests
 # The kubelet keeps device-plugin registration at this fixed path whatever
 # --root-dir says (see docs/local-cluster.md); PodResources follows --root-dir.
 DEVICE_PLUGINS_DIR=/var/lib/kubelet/device-plugins

@@ -86,12 +86,15 @@ func (c *PodCache) Cached(namespace, name string) (*corev1.Pod, bool) {
 
 // Get returns the pod namespace/name: from the informer; else after waiting up
 // to the configured wait for the informer to deliver it; else from one API GET.
-// When uid is not empty the pod's UID must equal it (a pod re-created under the
-// same name is a different pod). Errors: NotFound from the API, a UID mismatch
+// When uid is not empty the pod must be the one with that UID (a pod
+// re-created under the same name is a different pod): its own UID, or, for
+// the mirror pod of a static pod, the static pod's UID that the kubelet gives
+// the runtime, which the mirror pod carries in its kubernetes.io/config.mirror
+// annotation (see IsRuntimePod). Errors: NotFound from the API, a UID mismatch
 // (ErrUIDMismatch), ctx expiry.
 func (c *PodCache) Get(ctx context.Context, namespace, name, uid string) (*corev1.Pod, error) {
 	pod, ok := c.Cached(namespace, name)
-	if !ok || (uid != "" && string(pod.UID) != uid) {
+	if !ok || !IsRuntimePod(pod, uid) {
 		pod, ok = c.waitCached(ctx, namespace, name, uid)
 	}
 	if !ok {
@@ -101,10 +104,23 @@ func (c *PodCache) Get(ctx context.Context, namespace, name, uid string) (*corev
 			return nil, fmt.Errorf("get pod %s/%s: %w", namespace, name, err)
 		}
 	}
-	if uid != "" && string(pod.UID) != uid {
+	if !IsRuntimePod(pod, uid) {
 		return nil, fmt.Errorf("pod %s/%s has UID %s, the runtime asked for %s: %w", namespace, name, pod.UID, uid, ErrUIDMismatch)
 	}
 	return pod, nil
+}
+
+// IsRuntimePod reports whether pod, as the API has it, is the pod the runtime
+// knows by uid ("" matches any): the same UID, or a mirror pod whose
+// kubernetes.io/config.mirror annotation is uid. The kubelet gives a static
+// pod's runtime sandbox the static pod's own UID (a hash of its manifest) and
+// creates a mirror pod with a UID of the API server's, recording the static
+// UID in that annotation.
+func IsRuntimePod(pod *corev1.Pod, uid string) bool {
+	if uid == "" || string(pod.UID) == uid {
+		return true
+	}
+	return pod.Annotations[corev1.MirrorPodAnnotationKey] == uid
 }
 
 // ErrUIDMismatch: the pod found under the name is not the pod the runtime asked for.
@@ -122,19 +138,11 @@ func (c *PodCache) waitCached(ctx context.Context, namespace, name, uid string) 
 		case <-deadline.C:
 			return nil, false
 		case <-tick.C:
-			if pod, ok := c.Cached(namespace, name); ok && (uid == "" || string(pod.UID) == uid) {
+			if pod, ok := c.Cached(namespace, name); ok && IsRuntimePod(pod, uid) {
 				return pod, true
 			}
 		}
 	}
-}
-
-// IsStaticPod reports whether the pod is a static (mirror) pod, whose UID in
-// the API differs from the UID kubelet gives the runtime.
-func IsStaticPod(pod *corev1.Pod) bool {
-	_, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]
-	src := pod.Annotations["kubernetes.io/config.source"]
-	return mirror || (src != "" && src != "api")
 }
 
 // IsNotFound reports whether err says the object does not exist.
