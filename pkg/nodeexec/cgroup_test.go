@@ -11,7 +11,7 @@ import (
 
 // testCgroup creates cgroup path in every hierarchy mounted under
 // /sys/fs/cgroup and removes it when t ends.
-func testCgroup(t *testing.T) string {
+func testCgroup(t testing.TB) string {
 	t.Helper()
 	path := "/multinet-nodeexec-" + filepath.Base(t.TempDir())
 	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter("/sys/fs/cgroup"))
