@@ -282,3 +282,54 @@ func secondaryIP(t *testing.T, p *corev1.Pod, name string) string {
 	t.Fatalf("pod %s/%s: no address for %s in network-status %s", p.Namespace, p.Name, name, p.Annotations[status.Annotation])
 	return ""
 }
+
+// TestDistributionConflistsAsNADs: the default networks that distributions
+// ship, written as NADs the way users copy them (kind's kindnet: ptp +
+// host-local with dataDir /run/cni-ipam-state + portmap; containerd's
+// example: bridge + host-local in its default dataDir + portmap), attach as
+// secondary networks, keep their state in the node's directories, and are
+// torn down cleanly.
+func TestDistributionConflistsAsNADs(t *testing.T) {
+	if testCluster.env["CNI_MODE"] != "multinet" {
+		t.Skip("needs multinetd")
+	}
+	for _, tc := range []struct {
+		name, dataDir string
+		main          func(subnet string) map[string]any
+	}{
+		{"kindnet", "/run/cni-ipam-state", func(subnet string) map[string]any {
+			return map[string]any{"type": "ptp", "ipMasq": false, "mtu": 1500, "ipam": map[string]any{
+				"type": "host-local", "dataDir": "/run/cni-ipam-state",
+				"routes": []map[string]string{{"dst": "0.0.0.0/0"}}, "ranges": [][]map[string]string{{{"subnet": subnet}}}}}
+		}},
+		{"containerd-net", "/var/lib/cni/networks", func(subnet string) map[string]any {
+			return map[string]any{"type": "bridge", "bridge": "mne" + randHex(4), "isGateway": true, "ipMasq": true, "promiscMode": true,
+				"ipam": map[string]any{"type": "host-local", "ranges": [][]map[string]string{{{"subnet": subnet}}}}}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := newNamespace(t)
+			netName := tc.name + "-" + randHex(3)
+			main := tc.main(fmt.Sprintf("10.210.%d.0/24", nextSubnet()))
+			createNAD(t, ns, "distro", map[string]any{"cniVersion": "0.3.1", "name": netName, "plugins": []map[string]any{
+				main, {"type": "portmap", "capabilities": map[string]bool{"portMappings": true}}}}, nil)
+			stateDir := filepath.Join(tc.dataDir, netName)
+			t.Cleanup(func() {
+				_ = os.RemoveAll(stateDir)
+				if br, ok := main["bridge"].(string); ok {
+					_ = exec.Command("ip", "link", "del", br).Run()
+				}
+			})
+			p := runPod(t, podSpec(ns, "distro", "distro"))
+			ip := secondaryIP(t, p, ns+"/distro")
+			if _, err := os.Stat(filepath.Join(stateDir, ip)); err != nil {
+				t.Errorf("host-local's allocation of %s is not in the node's %s: %v", ip, stateDir, err)
+			}
+			deletePod(t, ns, "distro")
+			if _, err := os.Stat(filepath.Join(stateDir, ip)); !os.IsNotExist(err) {
+				t.Errorf("%s not released from %s: %v", ip, stateDir, err)
+			}
+			assertNoRecords(t, ns)
+		})
+	}
+}
