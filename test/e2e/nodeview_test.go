@@ -38,6 +38,7 @@ marker=$(printf '%s' "$conf" | jq -r '.markerFile')
   printf 'iptables=%s\n' "$(iptables --version 2>&1 | head -n 1)"
   printf 'marker=%s\n' "$(cat "$marker" 2>&1)"
   printf 'cgroup=%s\n' "$(grep -E '^[0-9]+:memory:' /proc/self/cgroup | cut -d: -f3)"
+  printf 'cpucgroup=%s\n' "$(grep -E '^[0-9]+:(cpu|cpu,cpuacct):' /proc/self/cgroup | cut -d: -f3)"
   printf 'runtimeConfig=%s\n' "$(printf '%s' "$conf" | jq -c '.runtimeConfig // {}')"
 } >>"$out"
 case "$CNI_COMMAND" in
@@ -147,6 +148,9 @@ func TestDelegatesRunInTheNodeView(t *testing.T) {
 		dcg := memoryCgroup(t, containerPID(t, daemon))
 		if r["cgroup"] != "/" || r["cgroup"] == dcg {
 			t.Errorf("the delegate ran in memory cgroup %q; multinetd's container is in %q: want the node's root cgroup (delegateCgroup /)", r["cgroup"], dcg)
+		}
+		if r["cpucgroup"] != "/" {
+			t.Errorf("the delegate ran in cpu cgroup %q, want the node's root (not multinetd's CPU weight)", r["cpucgroup"])
 		}
 	}
 

@@ -3,7 +3,8 @@
 // the file its network configuration names in "probeFile" (a path in the
 // plugin's own view), and on ADD it passes prevResult through, so it can sit
 // at the end of any config list. Outside CNI (CNI_COMMAND unset) it prints
-// the Report on stdout.
+// the Report on stdout. With PROBE_ALLOC_MB=N it allocates and touches N MiB
+// once it has read its configuration, as a plugin does its work.
 package main
 
 import (
@@ -11,6 +12,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"strconv"
 	"strings"
 
 	"github.com/containernetworking/cni/pkg/skel"
@@ -78,6 +81,7 @@ func record(command string, args *skel.CmdArgs) (*conf, error) {
 }
 
 func cmdAdd(args *skel.CmdArgs) error {
+	allocate()
 	c, err := record("ADD", args)
 	if err != nil {
 		return err
@@ -92,9 +96,24 @@ func cmdAdd(args *skel.CmdArgs) error {
 	return types.PrintResult(res, c.CNIVersion)
 }
 
+// allocate touches PROBE_ALLOC_MB MiB when that is set, to test where the
+// memory is charged.
+func allocate() {
+	mb, _ := strconv.Atoi(os.Getenv("PROBE_ALLOC_MB"))
+	if mb <= 0 {
+		return
+	}
+	buf := make([]byte, mb<<20)
+	for i := 0; i < len(buf); i += 4096 {
+		buf[i] = 1
+	}
+	runtime.KeepAlive(buf)
+}
+
 func main() {
 	if os.Getenv("CNI_COMMAND") == "" {
 		stdin, _ := io.ReadAll(os.Stdin)
+		allocate()
 		b, _ := json.Marshal(report("", stdin, os.Getenv("PROBE_READ_FILE")))
 		fmt.Println(string(b))
 		return
