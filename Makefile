@@ -17,7 +17,7 @@ UNIT_TIMEOUT ?= 15m
 
 .PHONY: help
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
 
 .PHONY: build
 build: ## build every cmd/... into _output/bin
@@ -46,6 +46,10 @@ test-e2e: ## cluster-up, go test -tags e2e ./test/e2e/..., cluster-down (even on
 .PHONY: test-e2e-kindnet
 test-e2e-kindnet: ## the e2e suite on a cluster whose default network is kind's kindnet conflist (ptp + host-local /run/cni-ipam-state + portmap)
 	DEFAULT_NETWORK=kindnet hack/e2e.sh
+
+.PHONY: test-multus-e2e
+test-multus-e2e: ## Multus's e2e scenarios re-written for multinet (hack/multus-e2e.sh; needs cluster-up, root; restarts multinetd twice)
+	hack/multus-e2e.sh $(MULTUS_E2E_ARGS)
 
 .PHONY: fuzz
 fuzz: ## run every Fuzz target for FUZZTIME (default 30s) each
