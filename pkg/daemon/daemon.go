@@ -250,7 +250,6 @@ func Run(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-// defaultNetworkFunc returns how the engine finds the default network (§6).
 // auxiliaryChainFunc loads the auxiliary chain from its sub-directory of
 // cniConfDir on every ADD (the files may change at any time, as Multus reads
 // them); nil when auxiliaryChain is not set.
@@ -263,6 +262,7 @@ func auxiliaryChainFunc(cfg Config) attach.AuxiliaryChainFunc {
 	}
 }
 
+// defaultNetworkFunc returns how the engine finds the default network (§6).
 func defaultNetworkFunc(cfg Config, dir *netconf.ConfDir, nads apiclient.NetworkAttachmentDefinitionLister, resolver *netconf.Resolver) attach.DefaultNetworkFunc {
 	if key := cfg.DefaultNetwork.NAD; key != "" {
 		ns, name, _ := strings.Cut(key, "/")
