@@ -19,9 +19,12 @@ import (
 
 	"github.com/multinet/multinet/internal/version"
 	"github.com/multinet/multinet/pkg/daemon"
+	"github.com/multinet/multinet/pkg/nodeexec"
 )
 
 func main() {
+	// The delegate launcher (docs/decisions/deploy.md) is this binary too.
+	nodeexec.MaybeServeLauncher()
 	def := daemon.Defaults()
 	configPath := flag.String("config", "", "daemon configuration file (YAML or JSON); flags override it")
 	nodeName := flag.String("node-name", "", "node whose pods this daemon serves (default $NODE_NAME, else the host name)")

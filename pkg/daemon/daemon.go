@@ -131,9 +131,12 @@ func Run(ctx context.Context, cfg Config) error {
 		devices = pr
 	}
 
-	delegates, err := delegateExec(cfg)
+	delegates, launcher, err := delegateExec(cfg)
 	if err != nil {
 		return err
+	}
+	if launcher != nil {
+		defer launcher.Close()
 	}
 	engine, err := attach.New(attach.Options{
 		Store:           store,
@@ -352,20 +355,34 @@ func uniqueDirs(dirs ...string) []string {
 }
 
 // delegateExec returns the executor of every delegate: chrooted into
-// cfg.NodeRoot and placed in cfg.DelegateCgroup (docs/decisions/deploy.md
-// "How delegates run"). Errors: the cgroup is not found in the node's
-// hierarchies.
-func delegateExec(cfg Config) (*nodeexec.Exec, error) {
+// cfg.NodeRoot and, with cfg.DelegateCgroup, started by a launcher process
+// that lives in that node cgroup (docs/decisions/deploy.md "How delegates
+// run"). The launcher is started now, so that a cgroup it cannot use fails
+// the daemon's start. Close the returned launcher (nil without a cgroup)
+// when the daemon stops.
+func delegateExec(cfg Config) (*nodeexec.Exec, *nodeexec.Launcher, error) {
 	e := &nodeexec.Exec{Root: cfg.NodeRoot, Stderr: os.Stderr}
-	if g := cfg.DelegateCgroup; g != "" && g != "none" {
-		cg, err := nodeexec.NewCgroup(cfg.NodeRoot, g)
-		if err != nil {
-			return nil, fmt.Errorf("delegateCgroup: %w", err)
-		}
-		e.Cgroup = cg
-		klog.InfoS("delegates run in the node's view", "nodeRoot", cfg.NodeRoot, "cgroup", g, "hierarchies", len(cg.Dirs()))
-	} else {
+	g := cfg.DelegateCgroup
+	if g == "" || g == "none" {
 		klog.InfoS("delegates run in the node's view", "nodeRoot", cfg.NodeRoot, "cgroup", "the daemon's")
+		return e, nil, nil
 	}
-	return e, nil
+	cg, err := nodeexec.NewCgroup(cfg.NodeRoot, g)
+	if err != nil {
+		return nil, nil, fmt.Errorf("delegateCgroup: %w", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, nil, fmt.Errorf("delegateCgroup: the launcher is this binary: %w", err)
+	}
+	l, err := nodeexec.NewLauncher([]string{self}, cg)
+	if err == nil {
+		err = l.Start()
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("delegateCgroup %s: %w", g, err)
+	}
+	e.Launcher = l
+	klog.InfoS("delegates run in the node's view", "nodeRoot", cfg.NodeRoot, "cgroup", g, "hierarchies", len(cg.Dirs()))
+	return e, l, nil
 }

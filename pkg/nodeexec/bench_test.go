@@ -53,7 +53,7 @@ func BenchmarkExecPlugin(b *testing.B) {
 	b.Run("libcni-RawExec", func(b *testing.B) { run(b, &invoke.DefaultExec{RawExec: &invoke.RawExec{}}, probeBin) })
 	b.Run("nodeexec-host", func(b *testing.B) { run(b, &Exec{}, probeBin) })
 	b.Run("nodeexec-chroot", func(b *testing.B) { run(b, &Exec{Root: root}, "/opt/cni/bin/probe") })
-	b.Run("nodeexec-chroot-cgroup", func(b *testing.B) { run(b, &Exec{Root: root, Cgroup: cg}, "/opt/cni/bin/probe") })
+	b.Run("nodeexec-chroot-launcher", func(b *testing.B) { run(b, &Exec{Root: root, Launcher: testLauncher(b, cg)}, "/opt/cni/bin/probe") })
 }
 
 // BenchmarkCgroupPlace is the cost of one delegate's cgroup move (every

@@ -1,19 +1,23 @@
 package nodeexec
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/moby/sys/mountinfo"
 )
 
+var cgroupSeq atomic.Int64
+
 // testCgroup creates cgroup path in every hierarchy mounted under
 // /sys/fs/cgroup and removes it when t ends.
 func testCgroup(t testing.TB) string {
 	t.Helper()
-	path := "/multinet-nodeexec-" + filepath.Base(t.TempDir())
+	path := fmt.Sprintf("/multinet-nodeexec-%d-%d", os.Getpid(), cgroupSeq.Add(1))
 	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter("/sys/fs/cgroup"))
 	if err != nil {
 		t.Fatal(err)
@@ -65,6 +69,22 @@ func cgroupPaths(s string) map[string]string {
 	return out
 }
 
+// testLauncher returns a Launcher whose helper is this test binary (its
+// init serves LauncherArg), placed in cg, closed when t ends.
+func testLauncher(t testing.TB, cg *Cgroup) *Launcher {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := NewLauncher([]string{self}, cg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
 func TestExecPlacesPluginInTheNodeCgroup(t *testing.T) {
 	requireRoot(t)
 	path := testCgroup(t)
@@ -72,7 +92,7 @@ func TestExecPlacesPluginInTheNodeCgroup(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NewCgroup: %v", err)
 	}
-	e := &Exec{Cgroup: cg}
+	e := &Exec{Launcher: testLauncher(t, cg)}
 	out, err := e.ExecPlugin(testCtx(t), probeBin, nil, nil)
 	if err != nil {
 		t.Fatalf("ExecPlugin: %v", err)
@@ -102,29 +122,31 @@ func TestExecPlacesPluginInTheNodeCgroup(t *testing.T) {
 	}
 }
 
-func TestExecKillsPluginItCannotPlace(t *testing.T) {
+func TestLauncherRefusesACgroupItCannotUse(t *testing.T) {
 	requireRoot(t)
 	path := testCgroup(t)
 	cg, err := NewCgroup("/", path)
 	if err != nil {
 		t.Fatalf("NewCgroup: %v", err)
 	}
-	// The cgroup goes away after the check: Place must fail.
+	// The cgroup goes away after the check: the helper cannot be placed.
 	for _, d := range cg.Dirs() {
 		if err := os.Remove(d); err != nil {
 			t.Fatal(err)
 		}
 	}
+	l := testLauncher(t, cg)
+	if err := l.Start(); err == nil || !strings.Contains(err.Error(), "moving pid") {
+		t.Errorf("Start = %v, want the placement error", err)
+	}
 	done := filepath.Join(t.TempDir(), "ran")
-	e := &Exec{Cgroup: cg}
 	conf := []byte(`{"cniVersion":"1.0.0","name":"n","type":"probe","probeFile":"` + done + `"}`)
 	env := []string{"CNI_COMMAND=ADD", "CNI_CONTAINERID=c", "CNI_NETNS=/proc/self/ns/net", "CNI_IFNAME=eth9", "CNI_PATH=/x"}
-	_, err = e.ExecPlugin(testCtx(t), probeBin, conf, env)
-	if err == nil || !strings.Contains(err.Error(), "not run") {
-		t.Fatalf("ExecPlugin = %v, want a placement error", err)
+	if _, err = (&Exec{Launcher: l}).ExecPlugin(testCtx(t), probeBin, conf, env); err == nil {
+		t.Fatal("ExecPlugin ran although its launcher cannot be placed")
 	}
 	if _, serr := os.Stat(done); !os.IsNotExist(serr) {
-		t.Errorf("the plugin ran its command although it could not be placed (stat %s: %v)", done, serr)
+		t.Errorf("the plugin ran its command (stat %s: %v)", done, serr)
 	}
 }
 

@@ -8,10 +8,10 @@
 // (host-local's /var/lib/cni/networks, kind's /run/cni-ipam-state, flannel's
 // /run/flannel/subnet.env). Exec does this with a chroot into Root, the
 // node's root as mounted into the daemon's container (HostToContainer, so
-// that network namespaces the runtime creates later are visible), and moves
-// the plugin process into the node cgroup Cgroup before the plugin reads its
-// configuration, so that it is neither throttled by nor charged to the
-// daemon container's CPU weight and memory limit.
+// that network namespaces the runtime creates later are visible), and, with
+// a Launcher, starts every plugin from a helper process that lives in a node
+// cgroup, so that the plugin is born there: neither throttled by nor charged
+// to the daemon container's CPU weight and memory limit.
 //
 // Every path a delegate is given (CNI_PATH, CNI_NETNS, the device-info file,
 // a NAD's dataDir) is a path in the node's view: the runtime's, unchanged.
@@ -57,9 +57,9 @@ type Exec struct {
 	// empty) for a host process, "/host" in the shipped DaemonSet. Every
 	// plugin runs chrooted into it with "/" as its working directory.
 	Root string
-	// Cgroup places each plugin process before it reads its configuration;
-	// nil leaves it in the daemon's cgroup.
-	Cgroup *Cgroup
+	// Launcher starts every plugin in its node cgroup; nil starts plugins
+	// from the daemon itself, in the daemon's cgroup.
+	Launcher *Launcher
 	// Stderr receives what plugins write to stderr (libcni's RawExec sends
 	// it to the daemon's stderr); nil discards it.
 	Stderr io.Writer
@@ -98,49 +98,63 @@ func (e *Exec) ExecPlugin(ctx context.Context, pluginPath string, stdinData []by
 
 // run starts the plugin once. busy reports "text file busy" (retry).
 func (e *Exec) run(ctx context.Context, pluginPath string, stdinData []byte, environ []string) (out []byte, err error, busy bool) {
+	if e.Launcher != nil {
+		return e.runLaunched(ctx, pluginPath, stdinData, environ)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, pluginPath)
 	cmd.Env = e.environ(environ)
+	cmd.Stdin = bytes.NewReader(stdinData)
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
 	if root := e.chroot(); root != "" {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
 		cmd.Dir = "/"
 	}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, fmt.Errorf("plugin %s: stdin: %w", pluginPath, err), false
-	}
 	if err := cmd.Start(); err != nil {
-		_ = stdin.Close()
-		if errors.Is(err, syscall.ETXTBSY) || strings.Contains(err.Error(), "text file busy") {
-			return nil, fmt.Errorf("plugin %s: %w", pluginPath, err), true
-		}
-		return nil, fmt.Errorf("plugin %s: start in the node's view (root %q): %w", pluginPath, e.rootOrSlash(), err), false
+		return nil, e.startErr(pluginPath, err.Error()), isBusy(err.Error())
 	}
-	// The plugin blocks reading its configuration until stdin is written:
-	// placed now, everything it does is charged to the node cgroup.
-	if e.Cgroup != nil {
-		if perr := e.Cgroup.Place(cmd.Process.Pid); perr != nil {
-			_ = cmd.Process.Kill()
-			_ = stdin.Close()
-			_ = cmd.Wait()
-			return nil, fmt.Errorf("plugin %s: not run: %w", pluginPath, perr), false
-		}
-	}
-	_, werr := stdin.Write(stdinData)
-	_ = stdin.Close()
 	err = cmd.Wait()
-	if e.Stderr != nil && stderr.Len() > 0 {
-		_, _ = e.Stderr.Write(stderr.Bytes())
-	}
+	e.copyStderr(stderr.Bytes())
 	if err != nil {
-		return nil, pluginErr(pluginPath, err, stdout.Bytes(), stderr.Bytes()), false
-	}
-	if werr != nil && !errors.Is(werr, syscall.EPIPE) {
-		return nil, fmt.Errorf("plugin %s: writing its configuration: %w", pluginPath, werr), false
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			return nil, fmt.Errorf("plugin %s: %w", pluginPath, err), false
+		}
+		return nil, pluginErr(ee.Error(), stdout.Bytes(), stderr.Bytes()), false
 	}
 	return stdout.Bytes(), nil, false
+}
+
+// runLaunched runs the plugin through the Launcher's helper.
+func (e *Exec) runLaunched(ctx context.Context, pluginPath string, stdinData []byte, environ []string) (out []byte, err error, busy bool) {
+	stdout, stderr, res, err := e.Launcher.run(ctx, e.chroot(), pluginPath, stdinData, e.environ(environ))
+	e.copyStderr(stderr)
+	switch {
+	case err != nil:
+		return nil, err, false
+	case !res.Started:
+		return nil, e.startErr(pluginPath, res.Error), isBusy(res.Error)
+	case res.Error != "":
+		return nil, fmt.Errorf("plugin %s: %s", pluginPath, res.Error), false
+	case res.Signal != "":
+		return nil, pluginErr("signal: "+res.Signal, stdout, stderr), false
+	case res.Exit != 0:
+		return nil, pluginErr(fmt.Sprintf("exit status %d", res.Exit), stdout, stderr), false
+	}
+	return stdout, nil, false
+}
+
+func (e *Exec) startErr(pluginPath, msg string) error {
+	return fmt.Errorf("plugin %s: start in the node's view (root %q): %s", pluginPath, e.rootOrSlash(), msg)
+}
+
+func isBusy(msg string) bool { return strings.Contains(msg, "text file busy") }
+
+func (e *Exec) copyStderr(b []byte) {
+	if e.Stderr != nil && len(b) > 0 {
+		_, _ = e.Stderr.Write(b)
+	}
 }
 
 func (e *Exec) rootOrSlash() string {
@@ -165,14 +179,10 @@ func (e *Exec) environ(env []string) []string {
 	return append(out, "PATH="+NodePATH)
 }
 
-// pluginErr turns a failed run into the plugin's CNI error when it printed
-// one on stdout (CNI spec "Error"), else an error with the exit status and
-// stderr.
-func pluginErr(path string, err error, stdout, stderr []byte) error {
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) {
-		return fmt.Errorf("plugin %s: %w", path, err)
-	}
+// pluginErr turns a plugin that exited unsuccessfully (how: "exit status
+// 1", "signal: killed") into its CNI error when it printed one on stdout (CNI
+// spec "Error"), else an error with how it ended and its stderr.
+func pluginErr(how string, stdout, stderr []byte) error {
 	cniErr := &types.Error{}
 	if len(stdout) > 0 && json.Unmarshal(stdout, cniErr) == nil && (cniErr.Code != 0 || cniErr.Msg != "") {
 		return cniErr
@@ -181,7 +191,7 @@ func pluginErr(path string, err error, stdout, stderr []byte) error {
 	if msg == "" {
 		msg = strings.TrimSpace(string(stdout))
 	}
-	return &types.Error{Code: types.ErrInternal, Msg: fmt.Sprintf("netplugin failed: %q", msg), Details: ee.Error()}
+	return &types.Error{Code: types.ErrInternal, Msg: fmt.Sprintf("netplugin failed: %q", msg), Details: how}
 }
 
 // FindInPath returns the node path of plugin in the first of paths (node

@@ -82,10 +82,26 @@ func decodeReport(t *testing.T, out []byte) probeReport {
 	return r
 }
 
+// executors returns the two ways Exec starts plugins: from the daemon
+// itself, and through a Launcher placed in the root cgroup.
+func executors(t *testing.T, root string) map[string]*Exec {
+	t.Helper()
+	cg, err := NewCgroup("/", "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]*Exec{"direct": {Root: root}, "launched": {Root: root, Launcher: testLauncher(t, cg)}}
+}
+
 func TestExecPluginRunsInTheNodeRoot(t *testing.T) {
 	requireRoot(t)
 	root, marker := nodeRoot(t)
-	e := &Exec{Root: root}
+	for name, e := range executors(t, root) {
+		t.Run(name, func(t *testing.T) { checkNodeRoot(t, e, marker) })
+	}
+}
+
+func checkNodeRoot(t *testing.T, e *Exec, marker string) {
 
 	path, err := e.FindInPath("probe", []string{"/usr/lib/cni", "/opt/cni/bin"})
 	if err != nil {
@@ -160,6 +176,13 @@ func TestFindInPathErrors(t *testing.T) {
 }
 
 func TestExecPluginErrors(t *testing.T) {
+	requireRoot(t)
+	for name, e := range executors(t, "") {
+		t.Run(name, func(t *testing.T) { checkErrors(t, e) })
+	}
+}
+
+func checkErrors(t *testing.T, e *Exec) {
 	dir := t.TempDir()
 	script := func(name, body string) string {
 		p := filepath.Join(dir, name)
@@ -168,8 +191,6 @@ func TestExecPluginErrors(t *testing.T) {
 		}
 		return p
 	}
-	e := &Exec{}
-
 	cniErr := script("cni-error", `cat >/dev/null; echo '{"cniVersion":"1.0.0","code":11,"msg":"try again","details":"busy"}'; exit 1`)
 	_, err := e.ExecPlugin(testCtx(t), cniErr, []byte("{}"), nil)
 	var te *types.Error
@@ -194,9 +215,33 @@ func TestExecPluginErrors(t *testing.T) {
 		t.Errorf("the plugin was not killed when its context ended (returned after %v)", d)
 	}
 
-	_, err = (&Exec{Root: t.TempDir()}).ExecPlugin(testCtx(t), "/opt/cni/bin/none", nil, nil)
+	_, err = (&Exec{Root: t.TempDir(), Launcher: e.Launcher}).ExecPlugin(testCtx(t), "/opt/cni/bin/none", nil, nil)
 	if err == nil || !strings.Contains(err.Error(), "node's view") {
 		t.Errorf("a missing plugin in the node root: %v, want a start error naming the node's view", err)
+	}
+}
+
+// A helper that died is replaced on the next call.
+func TestLauncherRestartsItsHelper(t *testing.T) {
+	requireRoot(t)
+	e := executors(t, "")["launched"]
+	if _, err := e.ExecPlugin(testCtx(t), probeBin, nil, nil); err != nil {
+		t.Fatalf("first run: %v", err)
+	}
+	e.Launcher.mu.Lock()
+	old := e.Launcher.proc.Process
+	e.Launcher.mu.Unlock()
+	if err := old.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if _, err := e.ExecPlugin(testCtx(t), probeBin, nil, nil); err != nil {
+		t.Fatalf("after the helper died: %v", err)
+	}
+	e.Launcher.mu.Lock()
+	defer e.Launcher.mu.Unlock()
+	if e.Launcher.proc == nil || e.Launcher.proc.Process.Pid == old.Pid {
+		t.Error("no new helper was started")
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 const daemonModeEnv = "NODEEXEC_TEST_DAEMON"
 
 func init() {
+	MaybeServeLauncher()
 	mode := os.Getenv(daemonModeEnv)
 	if mode == "" {
 		return
@@ -26,11 +27,14 @@ func init() {
 	e := &Exec{}
 	if mode == "node" {
 		cg, err := NewCgroup("/", "/")
+		if err == nil {
+			e.Launcher, err = NewLauncher([]string{os.Args[0]}, cg)
+		}
 		if err != nil {
 			fmt.Println("error:", err)
 			os.Exit(0)
 		}
-		e.Cgroup = cg
+		defer e.Launcher.Close()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -84,9 +88,8 @@ func TestDaemonMemoryLimitDoesNotKillDelegates(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// The daemon is started the way multinetd starts delegates:
-			// placed in its (limited) cgroup before it reads stdin.
-			launcher := &Exec{Cgroup: limited}
+			// The daemon stand-in is born in its (limited) cgroup.
+			launcher := &Exec{Launcher: testLauncher(t, limited)}
 			env := append(os.Environ(), daemonModeEnv+"="+tc.mode, "NODEEXEC_TEST_PROBE="+probeBin)
 			out, err := launcher.ExecPlugin(testCtx(t), self, []byte("\n"), env)
 			if err != nil {

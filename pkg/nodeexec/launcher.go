@@ -1,0 +1,352 @@
+package nodeexec
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// LauncherArg is the argument that turns a binary that calls
+// MaybeServeLauncher (multinetd) into the launcher process.
+const LauncherArg = "--nodeexec-launcher"
+
+// maxRequest bounds one launch request (path, environment, root) in bytes.
+const maxRequest = 256 << 10
+
+// Launcher starts delegates from a helper process placed once in the node
+// cgroup, so that they are born there: a fork inherits its parent's cgroup
+// for free, while moving every delegate after its start costs a cgroup
+// migration, which on cgroup v1 waits for an RCU grace period (2.6 ms
+// measured here per move, more on a busy node; docs/bench.md).
+//
+// The helper is the daemon's own binary run with LauncherArg. It receives
+// one request per delegate over a SOCK_SEQPACKET socket pair (the path, the
+// environment, the root to chroot into, and the delegate's stdin, stdout
+// and stderr as file descriptors), starts the delegate, and answers on a
+// per-call socket with its exit status. Closing that socket (the caller's
+// context ended) kills the delegate. When the helper dies, the next call
+// starts a new one. Safe for concurrent use.
+type Launcher struct {
+	argv   []string
+	cgroup *Cgroup
+
+	mu     sync.Mutex
+	ctrl   *net.UnixConn
+	proc   *exec.Cmd
+	exited chan struct{} // closed when proc has exited
+}
+
+// NewLauncher returns a Launcher that runs argv[0] with argv[1:] and
+// LauncherArg as the helper, placed in cg. The helper starts on first use.
+// Errors: empty argv or nil cg.
+func NewLauncher(argv []string, cg *Cgroup) (*Launcher, error) {
+	if len(argv) == 0 || cg == nil {
+		return nil, errors.New("nodeexec: a launcher needs a command and a cgroup")
+	}
+	return &Launcher{argv: argv, cgroup: cg}, nil
+}
+
+// Start starts the helper now (to report a bad cgroup at daemon start
+// instead of at the first delegate). Errors: it cannot be started or placed.
+func (l *Launcher) Start() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, err := l.control()
+	return err
+}
+
+// control returns the live control socket, starting the helper when there
+// is none. l.mu is held.
+func (l *Launcher) control() (*net.UnixConn, error) {
+	if l.ctrl != nil {
+		return l.ctrl, nil
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("delegate launcher: socketpair: %w", err)
+	}
+	mine, theirs := os.NewFile(uintptr(fds[0]), "launcher-ctrl"), os.NewFile(uintptr(fds[1]), "launcher-ctrl-child")
+	defer theirs.Close()
+	cmd := exec.Command(l.argv[0], append(append([]string(nil), l.argv[1:]...), LauncherArg)...)
+	cmd.ExtraFiles = []*os.File{theirs} // fd 3
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		mine.Close()
+		return nil, fmt.Errorf("delegate launcher: start %s: %w", l.argv[0], err)
+	}
+	if err := l.cgroup.Place(cmd.Process.Pid); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		mine.Close()
+		return nil, fmt.Errorf("delegate launcher: %w", err)
+	}
+	fc, err := net.FileConn(mine)
+	mine.Close()
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("delegate launcher: %w", err)
+	}
+	l.ctrl, l.proc, l.exited = fc.(*net.UnixConn), cmd, make(chan struct{})
+	go func(cmd *exec.Cmd, exited chan struct{}) { _ = cmd.Wait(); close(exited) }(cmd, l.exited)
+	return l.ctrl, nil
+}
+
+// Close stops the helper and waits up to 5 s for it to exit; delegates it
+// started keep running to their end.
+func (l *Launcher) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ctrl == nil {
+		return nil
+	}
+	err := l.ctrl.Close() // the helper exits on EOF
+	select {
+	case <-l.exited:
+	case <-time.After(5 * time.Second):
+		_ = l.proc.Process.Kill()
+	}
+	l.ctrl, l.proc = nil, nil
+	return err
+}
+
+// launchRequest is one delegate to start.
+type launchRequest struct {
+	Path string   `json:"path"`
+	Env  []string `json:"env"`
+	Root string   `json:"root,omitempty"`
+}
+
+// launchResult is how it ended.
+type launchResult struct {
+	// Started is false when it could not be started; Error says why.
+	Started bool   `json:"started"`
+	Exit    int    `json:"exit"`
+	Signal  string `json:"signal,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// send hands one request and its files (call socket, stdin, stdout,
+// stderr) to the helper, starting a new helper once when the old one is
+// gone.
+func (l *Launcher) send(req []byte, files []*os.File) error {
+	fds := make([]int, len(files))
+	for i, f := range files {
+		fds[i] = int(f.Fd())
+	}
+	oob := unix.UnixRights(fds...)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for attempt := 0; ; attempt++ {
+		ctrl, err := l.control()
+		if err != nil {
+			return err
+		}
+		if _, _, err = ctrl.WriteMsgUnix(req, oob, nil); err == nil {
+			return nil
+		}
+		_ = ctrl.Close()
+		l.ctrl, l.proc = nil, nil
+		if attempt == 1 {
+			return fmt.Errorf("delegate launcher: %w", err)
+		}
+	}
+}
+
+// run starts path through the helper with stdin, and returns its stdout,
+// stderr and how it ended.
+func (l *Launcher) run(ctx context.Context, root, path string, stdin []byte, env []string) (stdout, stderr []byte, res launchResult, err error) {
+	req, err := json.Marshal(launchRequest{Path: path, Env: env, Root: root})
+	if err != nil || len(req) > maxRequest {
+		return nil, nil, res, fmt.Errorf("plugin %s: launch request of %d bytes: %v", path, len(req), err)
+	}
+	call, theirCall, err := socketPair()
+	if err != nil {
+		return nil, nil, res, err
+	}
+	defer call.Close()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		theirCall.Close()
+		return nil, nil, res, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		closeAll(theirCall, inR, inW)
+		return nil, nil, res, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		closeAll(theirCall, inR, inW, outR, outW)
+		return nil, nil, res, err
+	}
+	err = l.send(req, []*os.File{theirCall, inR, outW, errW})
+	closeAll(theirCall, inR, outW, errW)
+	if err != nil {
+		closeAll(inW, outR, errR)
+		return nil, nil, res, fmt.Errorf("plugin %s: %w", path, err)
+	}
+	var wg sync.WaitGroup
+	var outBuf, errBuf []byte
+	wg.Add(3)
+	go func() { defer wg.Done(); _, _ = inW.Write(stdin); inW.Close() }()
+	go func() { defer wg.Done(); outBuf, _ = io.ReadAll(outR); outR.Close() }()
+	go func() { defer wg.Done(); errBuf, _ = io.ReadAll(errR); errR.Close() }()
+
+	stop := context.AfterFunc(ctx, func() { _ = call.Close() }) // the helper kills the delegate
+	derr := json.NewDecoder(call).Decode(&res)
+	stop()
+	wg.Wait()
+	if derr != nil {
+		if ctx.Err() != nil {
+			return outBuf, errBuf, res, fmt.Errorf("plugin %s: %w", path, ctx.Err())
+		}
+		return outBuf, errBuf, res, fmt.Errorf("plugin %s: delegate launcher gave no result: %w", path, derr)
+	}
+	return outBuf, errBuf, res, nil
+}
+
+func socketPair() (*os.File, *os.File, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("socketpair: %w", err)
+	}
+	// Ours non-blocking: os.NewFile makes it pollable, so that Close
+	// interrupts a pending read (the caller's context ended).
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		_ = unix.Close(fds[0])
+		_ = unix.Close(fds[1])
+		return nil, nil, fmt.Errorf("socketpair: %w", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "call"), os.NewFile(uintptr(fds[1]), "call-child"), nil
+}
+
+func closeAll(files ...*os.File) {
+	for _, f := range files {
+		_ = f.Close()
+	}
+}
+
+// MaybeServeLauncher turns the process into the launcher helper when its
+// last argument is LauncherArg: it serves the control socket on fd 3 until
+// the daemon closes it, then exits. Otherwise it returns at once. Call it
+// first thing in main.
+func MaybeServeLauncher() {
+	if len(os.Args) < 2 || os.Args[len(os.Args)-1] != LauncherArg {
+		return
+	}
+	if err := serveLauncher(os.NewFile(3, "launcher-ctrl")); err != nil {
+		fmt.Fprintln(os.Stderr, "delegate launcher:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// serveLauncher reads launch requests from ctrl until EOF.
+func serveLauncher(ctrl *os.File) error {
+	fc, err := net.FileConn(ctrl)
+	ctrl.Close()
+	if err != nil {
+		return err
+	}
+	conn := fc.(*net.UnixConn)
+	buf := make([]byte, maxRequest)
+	oob := make([]byte, unix.CmsgSpace(4*4))
+	for {
+		n, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
+		if err != nil || n == 0 {
+			if err == nil || errors.Is(err, io.EOF) || n == 0 {
+				return nil
+			}
+			return err
+		}
+		files, err := receivedFiles(oob[:oobn])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "delegate launcher:", err)
+			continue
+		}
+		var req launchRequest
+		if err := json.Unmarshal(buf[:n], &req); err != nil || len(files) != 4 {
+			fmt.Fprintln(os.Stderr, "delegate launcher: bad request")
+			closeAll(files...)
+			continue
+		}
+		go launch(req, files)
+	}
+}
+
+func receivedFiles(oob []byte) ([]*os.File, error) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, err
+	}
+	var files []*os.File
+	for _, m := range msgs {
+		fds, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			return nil, err
+		}
+		for _, fd := range fds {
+			unix.CloseOnExec(fd)
+			if len(files) == 0 {
+				// The call socket: pollable, so that a read sees the
+				// caller's close while the delegate runs. The delegate's
+				// stdio stay blocking, as a runtime gives them.
+				_ = unix.SetNonblock(fd, true)
+			}
+			files = append(files, os.NewFile(uintptr(fd), "passed"))
+		}
+	}
+	return files, nil
+}
+
+// launch runs one delegate: files are the call socket, stdin, stdout and
+// stderr.
+func launch(req launchRequest, files []*os.File) {
+	call := files[0]
+	defer call.Close()
+	cmd := exec.Command(req.Path)
+	cmd.Env = req.Env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = files[1], files[2], files[3]
+	if req.Root != "" {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: req.Root}
+		cmd.Dir = "/"
+	}
+	err := cmd.Start()
+	closeAll(files[1:]...)
+	enc := json.NewEncoder(call)
+	if err != nil {
+		_ = enc.Encode(launchResult{Error: err.Error()})
+		return
+	}
+	// The caller closes the call socket when its context ends.
+	go func() {
+		var b [1]byte
+		if _, rerr := call.Read(b[:]); rerr != nil {
+			_ = cmd.Process.Kill()
+		}
+	}()
+	res := launchResult{Started: true}
+	if werr := cmd.Wait(); werr != nil {
+		var ee *exec.ExitError
+		if errors.As(werr, &ee) {
+			res.Exit = ee.ExitCode()
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				res.Signal = ws.Signal().String()
+			}
+		} else {
+			res.Exit, res.Error = -1, werr.Error()
+		}
+	}
+	_ = enc.Encode(res)
+}
