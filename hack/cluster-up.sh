@@ -62,7 +62,9 @@ record_host_state() {
   for s in "${SAVED_SYSCTLS[@]}"; do
     echo "sysctl $s $(sysctl -n "$s" 2>/dev/null | tr '\t' ' ')" >>"$HOST_RECORD"
   done
-  for d in "${DELEGATE_STATE_DIRS[@]}"; do
+  # The default network's host-local state on its own too: on a host whose
+  # /var/lib/cni existed before, cluster-down still removes what it holds.
+  for d in "${DELEGATE_STATE_DIRS[@]}" /var/lib/cni/networks/"$DEFAULT_NETWORK_NAME" /run/cni-ipam-state/"$DEFAULT_NETWORK_NAME"; do
     [[ -e $d ]] || echo "created-tree $d" >>"$HOST_RECORD"
   done
   # portmap, bridge's ipMasq and firewall add CNI-* chains; cluster-down
