@@ -49,7 +49,7 @@ func setLinkUp(name string, up bool) func(ns.NetNS) error {
 func TestNetdevHealthOverListAndWatch(t *testing.T) {
 	n, err := testutils.NewNS()
 	if err != nil {
-		t.Skipf("cannot create a network namespace (need root): %v", err)
+		t.Fatalf("cannot create a network namespace (run the tests as root): %v", err)
 	}
 	t.Cleanup(func() { _ = n.Close(); _ = testutils.UnmountNS(n) })
 	if err := n.Do(func(ns.NetNS) error {

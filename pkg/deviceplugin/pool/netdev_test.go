@@ -20,7 +20,7 @@ func newTestNS(t *testing.T) ns.NetNS {
 	t.Helper()
 	n, err := testutils.NewNS()
 	if err != nil {
-		t.Skipf("cannot create a network namespace (need root): %v", err)
+		t.Fatalf("cannot create a network namespace (run the tests as root): %v", err)
 	}
 	t.Cleanup(func() {
 		_ = n.Close()
