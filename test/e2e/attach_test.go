@@ -172,12 +172,22 @@ func TestDelegateFailureRollsBack(t *testing.T) {
 	if !strings.Contains(msg, "no IP addresses available") && !strings.Contains(msg, "range") {
 		t.Errorf("event does not say why: %s", msg)
 	}
-	// kubelet retries the sandbox; between retries nothing of the victim
-	// may stay attached.
-	time.Sleep(2 * time.Second)
-	for _, tn := range []*testNet{a, b} {
-		for ip, owner := range tn.allocations(t) {
-			t.Logf("%s holds %s for %s (a retry in flight?)", tn.Name, ip, owner)
+	// kubelet retries the sandbox (each try a new sandbox ID); between
+	// retries nothing of the victim may stay attached: an address held for
+	// one sandbox must be released within one try (rolled back), so none may
+	// be seen held for the same sandbox across 3 s of samples.
+	firstSeen := map[string]time.Time{}
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+		for _, tn := range []*testNet{a, b} {
+			for ip, owner := range tn.allocations(t) {
+				key := tn.Name + " " + ip + " " + owner
+				if _, ok := firstSeen[key]; !ok {
+					firstSeen[key] = time.Now()
+				}
+				if held := time.Since(firstSeen[key]); held > 3*time.Second {
+					t.Fatalf("%s holds %s for sandbox %s since %v: a failed ADD left it attached", tn.Name, ip, owner, held.Round(time.Millisecond))
+				}
+			}
 		}
 	}
 	deletePod(t, ns, "victim")
