@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
@@ -71,9 +70,6 @@ func (c *PodCache) Run(ctx context.Context) { c.informer.Run(ctx.Done()) }
 
 // HasSynced reports whether the initial list has been received.
 func (c *PodCache) HasSynced() bool { return c.informer.HasSynced() }
-
-// Informer exposes the underlying informer (for event handlers, e.g. hot-plug).
-func (c *PodCache) Informer() cache.SharedIndexInformer { return c.informer }
 
 // Cached returns the pod from the informer store only.
 func (c *PodCache) Cached(namespace, name string) (*corev1.Pod, bool) {
@@ -144,6 +140,3 @@ func (c *PodCache) waitCached(ctx context.Context, namespace, name, uid string) 
 		}
 	}
 }
-
-// IsNotFound reports whether err says the object does not exist.
-func IsNotFound(err error) bool { return apierrors.IsNotFound(err) }
