@@ -6,6 +6,9 @@
 // Every write is atomic: the record is written to a temporary file in the same
 // directory, fsynced, renamed over the old file, and the directory is fsynced.
 // A reader therefore sees either the old or the new record, never a torn one.
+// Writers hold a shared flock on the directory while their temp file exists;
+// List removes leftover temp files only under the exclusive lock, so it never
+// removes another save in progress (docs/decisions/state.md).
 // A file that fails to decode is reported as ErrCorrupt and never silently
 // treated as "no attachments".
 package state
@@ -18,6 +21,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // RecordVersion is the on-disk format version written by this package.
@@ -162,9 +167,17 @@ func (s *Store) save(r *Record, durable bool) error {
 }
 
 // writeAtomic writes data to path through a temp file in dir and a rename;
-// durable also fsyncs the file before the rename and dir after it.
+// durable also fsyncs the file before the rename and dir after it. It holds a
+// shared writer lock on dir from before the temp file is created until after
+// the rename, so that List never removes the temp file of a write in
+// progress (see removeStaleTemps).
 func writeAtomic(dir, path string, data []byte, durable bool) error {
-	f, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(path)+"-")
+	d, err := lockDir(dir, unix.LOCK_SH)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer d.Close() // releases the writer lock
+	f, err := os.CreateTemp(dir, tmpPrefix+filepath.Base(path)+"-")
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
@@ -194,15 +207,56 @@ func writeAtomic(dir, path string, data []byte, durable bool) error {
 	if !durable {
 		return nil
 	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open dir %s: %w", dir, err)
-	}
-	defer d.Close()
 	if err := d.Sync(); err != nil {
 		return fmt.Errorf("fsync dir %s: %w", dir, err)
 	}
 	return nil
+}
+
+// tmpPrefix starts the name of every temporary file of a write in progress
+// (valid container IDs cannot start with a dot).
+const tmpPrefix = ".tmp-"
+
+// lockDir opens dir and takes an flock(2) on it: LOCK_SH for a writer (many
+// at once), LOCK_EX|LOCK_NB for the cleaner of stale temporary files. flock
+// locks belong to the open file description, so they exclude each other
+// between goroutines of one process as between processes (an old and a new
+// multinetd during an upgrade), and the kernel releases them when the holder
+// dies. Closing the returned file releases the lock.
+func lockDir(dir string, how int) (*os.File, error) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open dir %s: %w", dir, err)
+	}
+	for {
+		err = unix.Flock(int(d.Fd()), how)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		d.Close()
+		return nil, fmt.Errorf("lock dir %s: %w", dir, err)
+	}
+	return d, nil
+}
+
+// removeStaleTemps removes the temporary files named in names, left by writes
+// that were interrupted (the daemon died between create and rename). It never
+// removes the temp file of a write in progress: it removes only while it holds
+// the directory's lock exclusively, which it gets only when no writer (in any
+// process) holds its shared lock; a writer holds that lock from before it
+// creates its temp file until after it renamed or removed it. When a write is
+// in progress it removes nothing; a later List will.
+func (s *Store) removeStaleTemps(names []string) {
+	d, err := lockDir(s.dir, unix.LOCK_EX|unix.LOCK_NB)
+	if err != nil {
+		return // a write is in progress (EWOULDBLOCK), or the dir is unusable
+	}
+	defer d.Close()
+	for _, name := range names {
+		os.Remove(filepath.Join(s.dir, name))
+	}
 }
 
 // Load reads the record of containerID. Errors: ErrNotFound when there is none;
@@ -258,23 +312,29 @@ func (s *Store) Delete(containerID string) error {
 }
 
 // List returns the container IDs that have a record, in directory order.
-// Leftover temporary files from an interrupted write are removed.
+// Leftover temporary files of interrupted writes are removed when no write is
+// in progress (removeStaleTemps); the temp file of a save in progress, in this
+// process or another, is never removed.
 func (s *Store) List() ([]string, error) {
 	entries, err := os.ReadDir(s.dir)
 	if err != nil {
 		return nil, fmt.Errorf("list records in %s: %w", s.dir, err)
 	}
 	ids := make([]string, 0, len(entries))
+	var temps []string
 	for _, e := range entries {
 		name := e.Name()
-		if strings.HasPrefix(name, ".tmp-") {
-			os.Remove(filepath.Join(s.dir, name))
+		if strings.HasPrefix(name, tmpPrefix) {
+			temps = append(temps, name)
 			continue
 		}
 		if e.IsDir() || !strings.HasSuffix(name, ".json") {
 			continue
 		}
 		ids = append(ids, strings.TrimSuffix(name, ".json"))
+	}
+	if len(temps) > 0 {
+		s.removeStaleTemps(temps)
 	}
 	return ids, nil
 }

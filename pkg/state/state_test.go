@@ -3,10 +3,15 @@ package state
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"sync"
+	"sync/atomic"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func sample(id string) *Record {
@@ -166,5 +171,107 @@ func BenchmarkSave(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestListDoesNotRemoveSavesInProgress runs List (as GC does) while other
+// containers' records are being saved: cleaning up temporary files of
+// interrupted writes must never remove the temporary file of a save in
+// progress, whose rename would then fail (and with it the ADD).
+func TestListDoesNotRemoveSavesInProgress(t *testing.T) {
+	s, err := NewStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		writers = 32
+		saves   = 200 // per writer
+		listers = 4
+	)
+	var (
+		wg       sync.WaitGroup
+		failures atomic.Int64
+		firstErr atomic.Value
+		done     = make(chan struct{})
+	)
+	for l := 0; l < listers; l++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				if _, err := s.List(); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					failures.Add(1)
+				}
+			}
+		}()
+	}
+	var ww sync.WaitGroup
+	for w := 0; w < writers; w++ {
+		ww.Add(1)
+		go func() {
+			defer ww.Done()
+			for i := 0; i < saves; i++ {
+				r := sample(fmt.Sprintf("c%d-%d", w, i%4))
+				save := s.SaveBuffered
+				if i%8 == 0 {
+					save = s.Save
+				}
+				if err := save(r); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+					failures.Add(1)
+				}
+			}
+		}()
+	}
+	ww.Wait()
+	close(done)
+	wg.Wait()
+	if n := failures.Load(); n > 0 {
+		t.Fatalf("%d of %d saves or lists failed while List ran concurrently; first: %v", n, writers*saves, firstErr.Load())
+	}
+	ids, err := s.List()
+	if err != nil || len(ids) != writers*4 {
+		t.Fatalf("List = %d ids, %v; want %d", len(ids), err, writers*4)
+	}
+	entries, _ := os.ReadDir(s.Dir())
+	if len(entries) != writers*4 {
+		t.Fatalf("temporary files left behind: %d entries, want %d", len(entries), writers*4)
+	}
+}
+
+// TestListKeepsTempFilesWhileAWriterHoldsTheLock: a temporary file is removed
+// only once no writer (here another process, simulated by a second open of
+// the directory holding the writers' shared lock) is in progress.
+func TestListKeepsTempFilesWhileAWriterHoldsTheLock(t *testing.T) {
+	s, err := NewStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer, err := lockDir(s.Dir(), unix.LOCK_SH)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(s.Dir(), ".tmp-c3.json-456")
+	if err := os.WriteFile(tmp, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.List(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(tmp); err != nil {
+		t.Fatalf("temporary file of a write in progress removed: %v", err)
+	}
+	writer.Close()
+	if _, err := s.List(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("temporary file not removed once its writer is gone: %v", err)
 	}
 }
