@@ -34,7 +34,9 @@ type libcniList = libcni.NetworkConfigList
 // It returns the default network's result in the cniVersion of the runtime's
 // configuration. Errors are *types.Error naming the network, the plugin and
 // the reason; when a delegate fails, the attachments already made are torn
-// down first (spec §7.2) and a Warning Event is posted on the pod.
+// down first (spec §7.2) and a Warning Event is posted on the pod. An ADD
+// that fails before any delegate ran leaves a record with no attachments
+// (failUnattempted), so that its DEL has nothing to do.
 func (e *Engine) Add(ctx context.Context, req *api.Request) ([]byte, error) {
 	unlock, err := e.locks.lock(ctx, req.ContainerID)
 	if err != nil {
@@ -42,44 +44,31 @@ func (e *Engine) Add(ctx context.Context, req *api.Request) ([]byte, error) {
 	}
 	defer unlock()
 
+	log := klog.FromContext(ctx).WithValues("containerID", req.ContainerID)
+	if err := e.tearDownEarlierAdd(ctx, req, log); err != nil {
+		return nil, err
+	}
+
 	cniVersion, err := configVersion(req.Config)
 	if err != nil {
-		return nil, types.NewError(types.ErrDecodingFailure, err.Error(), "")
+		return nil, e.failUnattempted(log, req, nil, types.NewError(types.ErrDecodingFailure, err.Error(), ""))
 	}
 	args, err := parseArgs(req.Args)
 	if err != nil {
-		return nil, types.NewError(types.ErrInvalidEnvironmentVariables, err.Error(), "")
+		return nil, e.failUnattempted(log, req, nil, types.NewError(types.ErrInvalidEnvironmentVariables, err.Error(), ""))
 	}
 	runtimeConfig, err := netconf.RuntimeConfigFromConfig(req.Config)
 	if err != nil {
-		return nil, types.NewError(types.ErrDecodingFailure, err.Error(), "")
+		return nil, e.failUnattempted(log, req, nil, types.NewError(types.ErrDecodingFailure, err.Error(), ""))
 	}
-	log := klog.FromContext(ctx).WithValues("pod", args.Namespace+"/"+args.Name, "containerID", req.ContainerID)
-
-	// A record left by an earlier ADD of this container (the runtime retried
-	// after a crash or timeout) is torn down first: ADD starts from nothing.
-	if old, err := e.opts.Store.Load(req.ContainerID); err == nil && len(old.Attachments) > 0 {
-		log.Info("tearing down the attachments of an earlier ADD", "attachments", len(old.Attachments))
-		if err := e.teardown(ctx, req.Path, req.Netns, old, len(old.Attachments)); err != nil {
-			return nil, types.NewError(types.ErrTryAgainLater, fmt.Sprintf("tear down the earlier ADD of container %s: %v", req.ContainerID, err), "")
-		}
-	}
+	log = log.WithValues("pod", args.Namespace+"/"+args.Name)
 
 	p, err := e.buildPlan(ctx, req.IfName, req.ContainerID, args, runtimeConfig, true)
 	if err != nil {
-		e.warn(p, err)
-		log.Error(err, "ADD failed before any delegate ran")
-		return nil, err
+		return nil, e.failUnattempted(log, req, p, err)
 	}
 	if err := e.findPlugins(req.Path, p); err != nil {
-		for _, f := range p.deviceInfoFiles {
-			if f != "" {
-				_ = devinfo.RemoveFile(f)
-			}
-		}
-		e.warn(p, err)
-		log.Error(err, "ADD failed before any delegate ran")
-		return nil, err
+		return nil, e.failUnattempted(log, req, p, err)
 	}
 
 	rec := &state.Record{
@@ -107,8 +96,7 @@ func (e *Engine) Add(ctx context.Context, req *api.Request) ([]byte, error) {
 	// power loss (the netns would be gone): no fsync. The final Save below
 	// is durable.
 	if err := e.opts.Store.SaveBuffered(rec); err != nil {
-		e.removeDeviceInfoFiles(rec, len(rec.Attachments))
-		return nil, types.NewError(types.ErrInternal, fmt.Sprintf("save attachment record: %v", err), "")
+		return nil, e.failUnattempted(log, req, p, types.NewError(types.ErrInternal, fmt.Sprintf("save attachment record: %v", err), ""))
 	}
 
 	cni := e.cniFor(req.Path)
@@ -186,6 +174,74 @@ func (e *Engine) Add(ctx context.Context, req *api.Request) ([]byte, error) {
 	}
 	log.V(1).Info("ADD done", "attachments", len(p.attachments))
 	return body, nil
+}
+
+// tearDownEarlierAdd tears down the attachments recorded by an earlier ADD
+// of the same container (the runtime retried after a crash or a timeout), so
+// that ADD starts from nothing. A missing, empty or corrupt record is left
+// as it is. Errors (*types.Error, code 11): a delegate DEL failed; the
+// record then keeps what is left for the runtime's DEL.
+func (e *Engine) tearDownEarlierAdd(ctx context.Context, req *api.Request, log klog.Logger) error {
+	old, err := e.opts.Store.Load(req.ContainerID)
+	if err != nil || len(old.Attachments) == 0 {
+		return nil
+	}
+	log.Info("tearing down the attachments of an earlier ADD", "attachments", len(old.Attachments))
+	terr := e.teardown(ctx, req.Path, req.Netns, old, len(old.Attachments))
+	if terr == nil {
+		return nil
+	}
+	if err := e.opts.Store.Save(old); err != nil {
+		log.Error(err, "save the attachments left of an earlier ADD")
+	}
+	return types.NewError(types.ErrTryAgainLater, fmt.Sprintf("tear down the earlier ADD of container %s: %v", req.ContainerID, terr), "")
+}
+
+// failUnattempted ends an ADD that fails before any delegate ran: the
+// request, the plan (pod, annotation, NADs, devices) or a plugin binary is
+// unusable, or the plan could not be saved. It removes the CNI device-info
+// files the plan prepared, saves a record with no attachments, posts the
+// Warning Event on the pod (when known) and returns cause unchanged.
+//
+// The record says what was attempted: nothing. The runtime's DEL that
+// follows then tears nothing down and needs neither the API server nor the
+// delegates (multi-net spec §7.2 tears down the attachments "that were
+// attempted during pod network setup"). Without it, DEL would rebuild the
+// pod's current selection from the API and run the DEL of delegates that
+// never ran, which fails for a plugin whose binary does not exist and keeps
+// the pod Terminating. A corrupt record is left for DEL's fallback; a record
+// that cannot be saved is logged (DEL then falls back to the API).
+func (e *Engine) failUnattempted(log klog.Logger, req *api.Request, p *plan, cause error) error {
+	log.Error(cause, "ADD failed before any delegate ran")
+	if p != nil {
+		for _, f := range p.deviceInfoFiles {
+			if f != "" {
+				_ = devinfo.RemoveFile(f)
+			}
+		}
+	}
+	if err := e.saveUnattempted(req); err != nil {
+		log.Error(err, "save the record of an ADD that attempted nothing")
+	}
+	e.warn(p, cause)
+	return cause
+}
+
+// saveUnattempted saves the record of container req.ContainerID with no
+// attachments, unless a corrupt record is there (DEL reports it and falls
+// back to the API). Errors: the record cannot be written.
+func (e *Engine) saveUnattempted(req *api.Request) error {
+	if _, err := e.opts.Store.Load(req.ContainerID); errors.Is(err, state.ErrCorrupt) {
+		return nil
+	}
+	rec := &state.Record{ContainerID: req.ContainerID, Netns: req.Netns, CNIArgs: req.Args}
+	if args, err := parseArgs(req.Args); err == nil {
+		rec.PodNamespace, rec.PodName, rec.PodUID = args.Namespace, args.Name, args.UID
+	}
+	if err := e.opts.Store.Save(rec); err != nil {
+		return fmt.Errorf("container %s: %w", req.ContainerID, err)
+	}
+	return nil
 }
 
 // runAdd runs one delegate ADD with the delegate timeout.

@@ -150,7 +150,7 @@ func wantIfNames(as []attachment) []string {
 // a Warning Event name the network, the plugin and the reason, and the
 // record is left empty so that the runtime's DEL has nothing to do. A plugin
 // binary missing from CNI_PATH fails the ADD before any delegate runs (its
-// config list could not be DELeted either).
+// config list could not be DELeted either) and leaves an empty record too.
 func TestAddFailureTearsDownEarlierAttachments(t *testing.T) {
 	tests := []struct {
 		name string
@@ -159,10 +159,8 @@ func TestAddFailureTearsDownEarlierAttachments(t *testing.T) {
 		netB       func(e *env) (string, int)
 		wantPlugin string
 		wantReason string
-		// wantAdd and wantDel are the delegate invocations' CNI_IFNAMEs;
-		// wantRecord says whether an (empty) record is left.
+		// wantAdd and wantDel are the delegate invocations' CNI_IFNAMEs.
 		wantAdd, wantDel []string
-		wantRecord       bool
 	}{
 		{
 			name: "IPAM exhausted",
@@ -178,7 +176,6 @@ func TestAddFailureTearsDownEarlierAttachments(t *testing.T) {
 			wantReason: "no IP addresses available",
 			wantAdd:    []string{"eth0", "net1", "net2"},
 			wantDel:    []string{"net2", "net1", "eth0"},
-			wantRecord: true,
 		},
 		{
 			name: "plugin binary missing",
@@ -231,10 +228,6 @@ func TestAddFailureTearsDownEarlierAttachments(t *testing.T) {
 			}
 			rec, err := e.store.Load(id)
 			switch {
-			case !tt.wantRecord:
-				if !errors.Is(err, state.ErrNotFound) {
-					t.Errorf("record after an ADD that ran no delegate: %v, want ErrNotFound", err)
-				}
 			case err != nil:
 				t.Fatal(err)
 			case len(rec.Attachments) != 0 || rec.Complete:
@@ -242,17 +235,12 @@ func TestAddFailureTearsDownEarlierAttachments(t *testing.T) {
 			}
 
 			// The runtime's DEL after the failed ADD, with the API server
-			// down: nothing left to run, or (without a record) the default
-			// network's DEL, harmless.
+			// down: nothing left to run.
 			e.exec.reset()
 			e.pods.setErr(errors.New("API server down"))
 			e.del(id, pod)
-			wantDel := []string{}
-			if !tt.wantRecord {
-				wantDel = []string{"eth0"}
-			}
-			if got := ifNames(e.exec.of("")); !slices.Equal(got, wantDel) {
-				t.Errorf("DEL after the failed ADD ran delegates on %q, want %q", got, wantDel)
+			if got := ifNames(e.exec.of("")); len(got) != 0 {
+				t.Errorf("DEL after the failed ADD ran delegates on %q, want none", got)
 			}
 			if _, err := e.store.Load(id); !errors.Is(err, state.ErrNotFound) {
 				t.Errorf("record after DEL: %v, want ErrNotFound", err)
@@ -336,8 +324,8 @@ func TestAddCapabilities(t *testing.T) {
 			if calls := e.exec.of(""); len(calls) != 0 {
 				t.Errorf("delegates ran before the capability check: %+v", calls)
 			}
-			if _, err := e.store.Load(id); !errors.Is(err, state.ErrNotFound) {
-				t.Errorf("record after a planning failure: %v, want ErrNotFound", err)
+			if rec, err := e.store.Load(id); err != nil || len(rec.Attachments) != 0 {
+				t.Errorf("record after a planning failure = %+v, %v; want one with no attachments (nothing attempted)", rec, err)
 			}
 			if w := e.events.of("Warning", kube.ReasonAttachFailed); len(w) != 1 || !strings.Contains(w[0].Message, tt.wantErr) {
 				t.Errorf("Warning events = %+v, want one naming %s", w, tt.wantErr)

@@ -244,6 +244,45 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// CHECK skips the attachments whose cniVersion is below 0.4.0 (CHECK came
+// with CNI spec 0.4.0; libcni refuses it for them) and still checks the
+// others (issue 10 item 7).
+func TestCheckSkipsDelegatesBelow040(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, v := range []string{"0.3.1", "0.3.0"} {
+		name := "net-v" + strings.ReplaceAll(v, ".", "")
+		conf := strings.Replace(e.bridgeConf(name, ""), `"cniVersion":"1.0.0"`, fmt.Sprintf(`"cniVersion":%q`, v), 1)
+		e.nads.put(podNS, name, conf, nil)
+	}
+	e.bridgeNAD("net-new")
+	pod := e.podWithNetworks("net-v031,net-v030,net-new")
+	id := "ctr-" + cnitest.UniqueName("")
+	e.add(id, pod)
+	e.exec.reset()
+
+	if err := e.eng.Check(context.Background(), e.req(api.CmdCheck, id, pod)); err != nil {
+		t.Fatalf("CHECK with delegates at 0.3.1 and 0.3.0: %v", err)
+	}
+	if got, want := ifNames(e.exec.of("CHECK")), []string{"eth0", "net3"}; !slices.Equal(got, want) {
+		t.Errorf("delegate CHECKs = %q, want %q (net1, net2 below 0.4.0 skipped)", got, want)
+	}
+
+	// A broken attachment at 1.0.0 is still reported.
+	h := cnitest.Handle(t, e.netns)
+	l, err := h.LinkByName("net3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.LinkDel(l); err != nil {
+		t.Fatal(err)
+	}
+	err = e.eng.Check(context.Background(), e.req(api.CmdCheck, id, pod))
+	var te *types.Error
+	if !errors.As(err, &te) || !strings.Contains(te.Msg, "ns1/net-new") || strings.Contains(te.Msg, "net-v03") {
+		t.Fatalf("CHECK with net3 deleted = %v, want a CNI error naming ns1/net-new only", err)
+	}
+}
+
 // GC (CNI 1.1) tears down and forgets the containers missing from
 // cni.dev/valid-attachments, releasing their addresses, and keeps the valid
 // ones untouched (DESIGN.md: GC must not ignore the valid attachments).
