@@ -59,8 +59,8 @@ func decodeEntries(t *testing.T, stdout string) []lint.Result {
 			}
 			es[i].Networks[j] = c.Bytes()
 		}
-		if e.Errors == nil || e.Notes == nil || e.Networks == nil {
-			t.Errorf("%s %s/%s: errors, notes and networks must be lists, not null:\n%s", e.Kind, e.Namespace, e.Name, stdout)
+		if e.Errors == nil || e.Warnings == nil || e.Notes == nil || e.Networks == nil {
+			t.Errorf("%s %s/%s: errors, warnings, notes and networks must be lists, not null:\n%s", e.Kind, e.Namespace, e.Name, stdout)
 		}
 		if e.Valid != (len(e.Errors) == 0) {
 			t.Errorf("%s %s/%s: valid = %v with errors %q", e.Kind, e.Namespace, e.Name, e.Valid, e.Errors)

@@ -19,6 +19,7 @@ func FuzzDecode(f *testing.F) {
 		"kind: A\n---\n---\n# c\n--- # x\nkind: B\n",
 		`{"apiVersion":"v1","kind":"List","items":[{"kind":"Pod"},{"kind":"PodList","items":[{}]}]}`,
 		"apiVersion: k8s.cni.cncf.io/v1\nkind: NetworkAttachmentDefinition\nmetadata: {name: n}\nspec:\n  config: '{\"cniVersion\":\"1.0.0\",\"type\":\"bridge\"}'\n",
+		"apiVersion: k8s.cni.cncf.io/v1\nkind: NetworkAttachmentDefinition\nmetadata: {name: n}\nspec:\n  config: '{\"type\":\"bridge\"}'\n",
 		"a: 1\na: 2\n",
 		"- x\n",
 		"{\"a\":1}\n{\"b\":",
@@ -57,7 +58,7 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("Lint = %d results, %v; want %d", len(results), err, len(objs))
 		}
 		for i, r := range results {
-			if r.Errors == nil || r.Notes == nil || r.Networks == nil || r.Valid != (len(r.Errors) == 0) {
+			if r.Errors == nil || r.Warnings == nil || r.Notes == nil || r.Networks == nil || r.Valid != (len(r.Errors) == 0) {
 				t.Fatalf("result %d inconsistent: %+v", i, r)
 			}
 		}

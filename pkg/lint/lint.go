@@ -55,6 +55,11 @@ type Result struct {
 	// Errors say what kubectl apply, the webhook or the daemon would reject,
 	// each starting with the field path. Never nil.
 	Errors []string `json:"errors"`
+	// Warnings say what the daemon runs but probably not as the author
+	// meant (a CNI config without cniVersion, run as CNI 0.1.0), each
+	// starting with the field path. They do not make the object invalid.
+	// Never nil.
+	Warnings []string `json:"warnings"`
 	// Notes say what was not checked, or what is allowed but unusual. Never nil.
 	Notes []string `json:"notes"`
 	// Networks are the pod's network selection elements (spec §4.1.2.1) as
@@ -189,6 +194,7 @@ func (l *linter) begin(o Object) (Result, runtime.Object) {
 		GenerateName: o.GenerateName,
 		Source:       o.Source,
 		Errors:       []string{},
+		Warnings:     []string{},
 		Notes:        []string{},
 		Networks:     []json.RawMessage{},
 	}

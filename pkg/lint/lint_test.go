@@ -13,6 +13,7 @@ type want struct {
 	kind, ns, name string
 	skipped        bool
 	errors, notes  []string
+	warnings       []string
 	// networks is the compact JSON of Result.Networks; "" means "[]".
 	networks string
 }
@@ -48,6 +49,7 @@ func checkResults(t *testing.T, got []Result, wants []want) {
 			t.Errorf("%s: Valid = %v with errors %q", id, r.Valid, r.Errors)
 		}
 		matchAll(t, id+" errors", r.Errors, w.errors)
+		matchAll(t, id+" warnings", r.Warnings, w.warnings)
 		matchAll(t, id+" notes", r.Notes, w.notes)
 		nets, err := json.Marshal(r.Networks)
 		if err != nil {
@@ -150,6 +152,11 @@ func TestLintNetworkAttachmentDefinitions(t *testing.T) {
 			[]want{{kind: "NetworkAttachmentDefinition", ns: "default", name: "n", errors: []string{"spec.config: field type: "}}}},
 		{"§7.1 unsupported cniVersion", nad("", "n", `{"cniVersion":"9.9.9","type":"bridge"}`),
 			[]want{{kind: "NetworkAttachmentDefinition", ns: "default", name: "n", errors: []string{`spec.config: field cniVersion: "9.9.9" is not a CNI version`}}}},
+		{"a config without cniVersion runs as CNI 0.1.0 (libcni): valid, a warning", nad("", "n", `{"type":"bridge"}`),
+			[]want{{kind: "NetworkAttachmentDefinition", ns: "default", name: "n", warnings: []string{`spec.config: field cniVersion: missing: the plugins run it as CNI 0.1.0, as libcni does`}}}},
+		{"a configlist without cniVersion: valid, a warning", nad("", "n", `{"plugins":[{"type":"macvlan","capabilities":{"mac":true}}]}`) + pod("", "p", `[{"name":"n","mac":"02:00:00:00:00:01"}]`),
+			[]want{{kind: "NetworkAttachmentDefinition", ns: "default", name: "n", warnings: []string{`spec.config: field cniVersion: missing`}},
+				{kind: "Pod", ns: "default", name: "p", networks: `[{"name":"n","namespace":"default","mac":"02:00:00:00:00:01","interface":"net1"}]`}}},
 		{"§3.4.1 rule 1: a blank spec.config is present and invalid", nad("", "n", "  "),
 			[]want{{kind: "NetworkAttachmentDefinition", ns: "default", name: "n", errors: []string{"spec.config: "}}}},
 		{"spec.config that is not JSON", nad("", "n", "{bridge}"),

@@ -68,11 +68,14 @@ func (l *linter) lintNAD(r *Result, obj runtime.Object) {
 		r.Notes = append(r.Notes, fmt.Sprintf("spec.config: not set: the node's CNI config whose \"name\" is %q is used (spec §3.2.4, §3.4.1 rules 2-3); it is not checked here", r.Name))
 		return
 	}
-	list, err := netconf.Resolve(r.Namespace, r.Name, nad.Spec.Config, nil)
+	list, warnings, err := netconf.ResolveSpecConfig(r.Namespace, r.Name, nad.Spec.Config)
 	if err != nil {
 		entry.invalid = true
 		r.Errors = append(r.Errors, configErrorMessage(err))
 		return
+	}
+	for _, w := range warnings {
+		r.Warnings = append(r.Warnings, configErrorMessage(w))
 	}
 	entry.list = list
 	if list.Name != r.Name {

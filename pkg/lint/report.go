@@ -44,11 +44,13 @@ func WriteJSON(w io.Writer, results []Result) error {
 //	    spec.template.metadata.annotations[k8s.v1.cni.cncf.io/networks]: ...
 //	skipped  ConfigMap default/settings
 //
-// then a summary line. With notes, each object's notes follow it, indented
-// and marked "note:"; without, valid objects say how many notes they have.
+// then a summary line. Each object's warnings follow it, indented and
+// marked "warning:", and the summary counts them when there are some. With
+// notes, each object's notes follow, indented and marked "note:"; without,
+// valid objects say how many notes they have.
 func WriteText(w io.Writer, results []Result, notes bool) error {
 	var b strings.Builder
-	var valid, invalid, skipped int
+	var valid, invalid, skipped, warnings int
 	for _, r := range results {
 		name := r.Namespace + "/" + r.Name
 		if r.Name == "" && r.GenerateName != "" {
@@ -81,13 +83,21 @@ func WriteText(w io.Writer, results []Result, notes bool) error {
 		for _, e := range r.Errors {
 			b.WriteString("    " + e + "\n")
 		}
+		for _, wn := range r.Warnings {
+			b.WriteString("    warning: " + wn + "\n")
+		}
+		warnings += len(r.Warnings)
 		if notes {
 			for _, n := range r.Notes {
 				b.WriteString("    note: " + n + "\n")
 			}
 		}
 	}
-	fmt.Fprintf(&b, "%s: %d valid, %d invalid, %d skipped\n", plural(len(results), "object"), valid, invalid, skipped)
+	fmt.Fprintf(&b, "%s: %d valid, %d invalid, %d skipped", plural(len(results), "object"), valid, invalid, skipped)
+	if warnings > 0 {
+		b.WriteString(", " + plural(warnings, "warning"))
+	}
+	b.WriteByte('\n')
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("write results: %w", err)
 	}

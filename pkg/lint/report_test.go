@@ -52,6 +52,29 @@ ok  Pod default/web (2 networks)
 	}
 }
 
+// TestWriteTextWarnings: warnings are printed with and without notes, under
+// their object, and counted in the summary; they leave the object valid.
+func TestWriteTextWarnings(t *testing.T) {
+	rs := lintYAML(t, nad("", "old", `{"type":"bridge"}`)+nad("", "new", `{"cniVersion":"1.0.0","type":"bridge"}`), Options{})
+	const want = `ok  NetworkAttachmentDefinition default/old
+    warning: spec.config: field cniVersion: missing: the plugins run it as CNI 0.1.0, as libcni does (no CHECK, results without interfaces); set the version the plugins implement, e.g. "1.0.0"
+ok  NetworkAttachmentDefinition default/new
+2 objects: 2 valid, 0 invalid, 0 skipped, 1 warning
+`
+	for _, notes := range []bool{false, true} {
+		var b bytes.Buffer
+		if err := WriteText(&b, rs, notes); err != nil {
+			t.Fatal(err)
+		}
+		if b.String() != want {
+			t.Errorf("WriteText(notes=%v):\n%s\nwant:\n%s", notes, b.String(), want)
+		}
+	}
+	if Invalid(rs) {
+		t.Error("Invalid = true: a warning must not make an object invalid")
+	}
+}
+
 // TestWriteJSON: one entry per checked object, skipped objects left out,
 // errors, notes and networks always lists (never null).
 func TestWriteJSON(t *testing.T) {
@@ -66,12 +89,12 @@ func TestWriteJSON(t *testing.T) {
 	if len(got) != 4 {
 		t.Fatalf("got %d entries, want 4 (the ConfigMap left out):\n%s", len(got), b.String())
 	}
-	wantKeys := []string{"kind", "namespace", "name", "source", "valid", "errors", "notes", "networks"}
+	wantKeys := []string{"kind", "namespace", "name", "source", "valid", "errors", "warnings", "notes", "networks"}
 	for i, e := range got {
 		if len(e) != len(wantKeys) {
 			t.Errorf("entry %d has keys %v, want %v", i, keysOf(e), wantKeys)
 		}
-		for _, k := range []string{"errors", "notes", "networks"} {
+		for _, k := range []string{"errors", "warnings", "notes", "networks"} {
 			if v := e[k]; len(v) == 0 || v[0] != '[' {
 				t.Errorf("entry %d: %q = %s, want a list", i, k, v)
 			}

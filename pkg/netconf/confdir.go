@@ -217,7 +217,7 @@ func (d *ConfDir) load(path, ext string, fi os.FileInfo) *cachedFile {
 		f.err = &ConfigError{Source: path, Err: err}
 		return f
 	}
-	f.list, f.err = parseConfig(data, "", parseOptions{source: path, shimType: d.shimType, forceList: ext == ".conflist"})
+	f.list, _, f.err = parseConfig(data, "", parseOptions{source: path, shimType: d.shimType, forceList: ext == ".conflist"})
 	return f
 }
 

@@ -24,6 +24,7 @@ func FuzzResolve(f *testing.F) {
 		`{"cniVersion":"1.0.0","type":"../x"}`,
 		`{"cniVersion":"1.0.0","name":"n","plugins":[]}`,
 		`{"cniVersion":"1.1.0","name":"n","loadOnlyInlinedPlugins":true}`,
+		`{"type":"a"}`, `{"name":"n","plugins":[{"type":"a"}]}`, `{"cniVersion":"","type":"a"}`,
 		`null`, `[]`, `{}`, ``,
 	} {
 		f.Add([]byte(s))
@@ -37,6 +38,17 @@ func FuzzResolve(f *testing.F) {
 			return
 		}
 		checkRunnable(t, list)
+		// ResolveSpecConfig is the same validator: the same list, and a
+		// warning only for a list run in the implied version.
+		l2, warnings, err := ResolveSpecConfig("ns", "nad", string(data))
+		if err != nil || string(l2.Bytes) != string(list.Bytes) {
+			t.Fatalf("ResolveSpecConfig = %v, %v; Resolve gave %s", l2, err, list.Bytes)
+		}
+		for _, w := range warnings {
+			if w.Field != "cniVersion" || list.CNIVersion != ImpliedCNIVersion || !strings.Contains(w.Error(), "ns/nad") {
+				t.Fatalf("warning %v on a list in cniVersion %q", w, list.CNIVersion)
+			}
+		}
 		atts, err := Plan([]Network{{Element: selection.Element{Namespace: "ns", Name: "nad", CNIArgs: map[string]any{"k": "v"}}, ConfList: list}}, PlanOptions{DefaultIfName: "eth0"})
 		if err != nil {
 			// Only a config "args" that is not an object may fail here.

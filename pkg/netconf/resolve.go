@@ -88,7 +88,8 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 //     nadName, found through dir (which may be nil when there is no directory);
 //  4. else an error wrapping ErrNotFound that names the NAD.
 //
-// The returned list has a name, a cniVersion that libcni supports, and every
+// The returned list has a name, a cniVersion that libcni supports
+// (ImpliedCNIVersion when the config declares none, as libcni reads it), and every
 // plugin a "type" without path separators; libcni copies the list's name and
 // cniVersion into each plugin when it runs it (§7.1). Every error names the
 // NAD; an unusable spec.config gives a *ConfigError whose Field names the
@@ -97,11 +98,8 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 func Resolve(nadNamespace, nadName, specConfig string, dir ConfigSource) (*libcni.NetworkConfigList, error) {
 	key := nadNamespace + "/" + nadName
 	if specConfig != "" {
-		list, err := parseConfig([]byte(specConfig), nadName, parseOptions{nad: key, source: "spec.config", shimType: ShimType})
-		if err != nil {
-			return nil, err
-		}
-		return list, nil
+		list, _, err := ResolveSpecConfig(nadNamespace, nadName, specConfig)
+		return list, err
 	}
 	if dir == nil {
 		return nil, &ConfigError{NAD: key, Source: "spec.config", Err: fmt.Errorf("empty and no CNI config directory to look up network %q: %w", nadName, ErrNotFound)}
@@ -115,6 +113,33 @@ func Resolve(nadNamespace, nadName, specConfig string, dir ConfigSource) (*libcn
 	}
 	return list, nil
 }
+
+// ResolveSpecConfig is Resolve's rule 1 for a non-empty specConfig (the same
+// validation, the same list), and also returns warnings: what the list runs
+// with but its author probably did not mean, each a *ConfigError naming the
+// field (a missing cniVersion, run as ImpliedCNIVersion). Errors: as Resolve.
+func ResolveSpecConfig(nadNamespace, nadName, specConfig string) (*libcni.NetworkConfigList, []*ConfigError, error) {
+	o := parseOptions{nad: nadNamespace + "/" + nadName, source: "spec.config", shimType: ShimType}
+	list, implied, err := parseConfig([]byte(specConfig), nadName, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	var warnings []*ConfigError
+	if implied {
+		warnings = append(warnings, &ConfigError{NAD: o.nad, Source: o.source, Field: "cniVersion", Err: errImpliedVersion})
+	}
+	return list, warnings, nil
+}
+
+// ImpliedCNIVersion is the version of a CNI config that declares none (no
+// "cniVersion", null or ""): libcni and the plugins built on it read such a
+// config as CNI 0.1.0 (version.ParseVersion: "no version declared ==
+// v0.1.0"; create.DecodeVersion; CNIConfig.validatePlugin), and so does
+// Multus, which hands the config to libcni. Resolve writes it into the list
+// (docs/decisions/netconf.md).
+const ImpliedCNIVersion = "0.1.0"
+
+var errImpliedVersion = fmt.Errorf("missing: the plugins run it as CNI %s, as libcni does (no CHECK, results without interfaces); set the version the plugins implement, e.g. \"1.0.0\"", ImpliedCNIVersion)
 
 // parseOptions tune parseConfig for where the bytes came from.
 type parseOptions struct {
@@ -132,71 +157,90 @@ func (o parseOptions) errorf(field string, format string, args ...any) error {
 
 // parseConfig turns CNI config or configlist bytes into a validated config
 // list, injecting defaultName when "name" is missing or empty (§3.4.2; pass ""
-// to require a name).
-func parseConfig(data []byte, defaultName string, o parseOptions) (*libcni.NetworkConfigList, error) {
+// to require a name). A config that declares no cniVersion gets
+// ImpliedCNIVersion, and implied says so.
+func parseConfig(data []byte, defaultName string, o parseOptions) (*libcni.NetworkConfigList, bool, error) {
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(data, &top); err != nil {
-		return nil, o.errorf("", "not a JSON object: %w", err)
+		return nil, false, o.errorf("", "not a JSON object: %w", err)
 	}
 	if top == nil {
-		return nil, o.errorf("", "not a JSON object: null")
+		return nil, false, o.errorf("", "not a JSON object: null")
 	}
 
 	name, err := rawString(top, "name")
 	if err != nil {
-		return nil, o.errorf("name", "%w", err)
+		return nil, false, o.errorf("name", "%w", err)
 	}
 	injectName := false
 	if name == "" {
 		if defaultName == "" {
-			return nil, o.errorf("name", "missing")
+			return nil, false, o.errorf("name", "missing")
 		}
 		name = defaultName
 		injectName = true
 	}
 	if verr := utils.ValidateNetworkName(name); verr != nil {
-		return nil, o.errorf("name", "%q: %s", name, verr.Msg)
+		return nil, false, o.errorf("name", "%q: %s", name, verr.Msg)
 	}
 
 	var listBytes []byte
 	_, isList := top["plugins"]
-	switch {
-	case isList || o.forceList:
-		listBytes = data
-		if injectName {
-			top["name"] = mustMarshal(name)
-			if listBytes, err = json.Marshal(top); err != nil {
-				return nil, o.errorf("", "re-encode: %w", err)
-			}
-		}
-	default:
+	single := !(isList || o.forceList)
+	implied := false
+	if single {
 		// A single config: check what libcni's list parser cannot attribute to
 		// a field, then wrap it as the one plugin of a list.
 		if _, ok := top["type"]; !ok {
-			return nil, o.errorf("type", "missing")
+			return nil, false, o.errorf("type", "missing")
 		}
-		ver, ok := top["cniVersion"]
-		if !ok {
-			return nil, o.errorf("cniVersion", "missing")
+		ver := top["cniVersion"]
+		if v, err := rawString(top, "cniVersion"); err == nil && v == "" {
+			// Missing, null or "": libcni's ConfListFromConf reads the
+			// plugin's cniVersion as "", run as 0.1.0.
+			ver, implied = mustMarshal(ImpliedCNIVersion), true
 		}
 		plugin := data
 		if injectName {
 			top["name"] = mustMarshal(name)
 			if plugin, err = json.Marshal(top); err != nil {
-				return nil, o.errorf("", "re-encode: %w", err)
+				return nil, false, o.errorf("", "re-encode: %w", err)
 			}
 		}
 		listBytes = wrapSingle(ver, mustMarshal(name), plugin)
+	} else {
+		listBytes = data
+		if injectName {
+			top["name"] = mustMarshal(name)
+			if listBytes, err = json.Marshal(top); err != nil {
+				return nil, false, o.errorf("", "re-encode: %w", err)
+			}
+		}
 	}
 
 	list, err := libcni.NetworkConfFromBytes(listBytes)
 	if err != nil {
-		return nil, o.errorf(listErrorField(err, !(isList || o.forceList)), "%w", err)
+		return nil, false, o.errorf(listErrorField(err, single), "%w", err)
 	}
-	if err := validateList(list, o, !(isList || o.forceList)); err != nil {
-		return nil, err
+	if list.CNIVersion == "" && !single {
+		// A list without cniVersion (or with only cniVersions newer than
+		// libcni): libcni runs it with "", that is 0.1.0. Write the version
+		// into the list so that everything downstream (records, result
+		// conversion, the default network's version) sees a real one.
+		top["name"] = mustMarshal(name)
+		top["cniVersion"] = mustMarshal(ImpliedCNIVersion)
+		if listBytes, err = json.Marshal(top); err != nil {
+			return nil, false, o.errorf("", "re-encode: %w", err)
+		}
+		if list, err = libcni.NetworkConfFromBytes(listBytes); err != nil {
+			return nil, false, o.errorf(listErrorField(err, single), "%w", err)
+		}
+		implied = true
 	}
-	return list, nil
+	if err := validateList(list, o, single); err != nil {
+		return nil, false, err
+	}
+	return list, implied, nil
 }
 
 // wrapSingle builds {"cniVersion":v,"name":n,"plugins":[plugin]}.
@@ -213,7 +257,8 @@ func wrapSingle(ver, name json.RawMessage, plugin []byte) []byte {
 	return b.Bytes()
 }
 
-// validateList checks what libcni does not: a supported cniVersion, plugin
+// validateList checks what libcni does not: a supported cniVersion (set by
+// parseConfig when the config has none), plugin
 // types that are plain file names and not multinet's shim. single is true when
 // the list wraps one config, whose fields are named without "plugins[0].".
 func validateList(list *libcni.NetworkConfigList, o parseOptions, single bool) error {

@@ -1,6 +1,7 @@
 package netconf
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types/create"
 )
 
 // Spec §3.2.1 example.
@@ -162,8 +164,7 @@ func TestResolveSpecConfigErrors(t *testing.T) {
 		{"type with a backslash", `{"cniVersion":"1.0.0","name":"n","plugins":[{"type":"a\\b"}]}`, "plugins[0].type", "path separator"},
 		{"type dot-dot", `{"cniVersion":"1.0.0","name":"n","type":".."}`, "type", "not a plugin binary name"},
 		{"type is multinet's shim", `{"cniVersion":"1.0.0","name":"n","type":"multinet-shim"}`, "type", "shim"},
-		{"missing cniVersion", `{"name":"n","type":"a"}`, "cniVersion", "missing"},
-		{"list without cniVersion", `{"name":"n","plugins":[{"type":"a"}]}`, "cniVersion", "missing"},
+		{"list with null cniVersion", `{"cniVersion":null,"name":"n","plugins":[{"type":"a"}]}`, "cniVersion", "cniVersion"},
 		{"unsupported cniVersion", `{"cniVersion":"2.0.0","name":"n","type":"a"}`, "cniVersion", "not a CNI version"},
 		{"garbage cniVersion", `{"cniVersion":"banana","name":"n","type":"a"}`, "cniVersion", "not a CNI version"},
 		{"numeric cniVersion", `{"cniVersion":1,"name":"n","type":"a"}`, "cniVersion", "cniVersion"},
@@ -504,4 +505,87 @@ func TestConfDirConcurrentLookups(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestResolveWithoutCNIVersionRunsAsLibcni: a config that declares no
+// cniVersion is not refused; it resolves to a list in ImpliedCNIVersion with a
+// warning naming the field, and every plugin reads the same version from its
+// stdin as when libcni runs the original config (CNI 0.1.0).
+func TestResolveWithoutCNIVersionRunsAsLibcni(t *testing.T) {
+	for _, tt := range []struct{ name, config string }{
+		{"single config without cniVersion", `{"name":"nad1","type":"a","mtu":1400}`},
+		{"single config with empty cniVersion", `{"cniVersion":"","name":"nad1","type":"a"}`},
+		{"single config with null cniVersion", `{"cniVersion":null,"name":"nad1","type":"a"}`},
+		{"single config without cniVersion nor name", `{"type":"a"}`},
+		{"list without cniVersion", `{"name":"nad1","plugins":[{"type":"a"},{"type":"b","cniVersion":"1.0.0"}]}`},
+		{"list with empty cniVersion", `{"cniVersion":"","name":"nad1","plugins":[{"type":"a"}]}`},
+		{"list without cniVersion nor name", `{"plugins":[{"type":"a"}]}`},
+		{"list with only cniVersions newer than libcni", `{"cniVersions":["9.0.0"],"name":"nad1","plugins":[{"type":"a"}]}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l, warnings, err := ResolveSpecConfig("ns1", "nad1", tt.config)
+			if err != nil {
+				t.Fatalf("ResolveSpecConfig: %v", err)
+			}
+			if l.CNIVersion != ImpliedCNIVersion || l.Name != "nad1" {
+				t.Errorf("name/cniVersion = %q/%q, want nad1/%q", l.Name, l.CNIVersion, ImpliedCNIVersion)
+			}
+			assertSelfContained(t, l)
+			if len(warnings) != 1 || warnings[0].Field != "cniVersion" || !strings.Contains(warnings[0].Error(), "NetworkAttachmentDefinition ns1/nad1: spec.config: field cniVersion: missing") || !strings.Contains(warnings[0].Error(), ImpliedCNIVersion) {
+				t.Errorf("warnings = %v, want one for field cniVersion", warnings)
+			}
+			if l2, err := Resolve("ns1", "nad1", tt.config, nil); err != nil || string(l2.Bytes) != string(l.Bytes) {
+				t.Errorf("Resolve = %v, %v; want the list of ResolveSpecConfig", l2, err)
+			}
+			got := pluginVersions(t, l)
+			if !strings.Contains(tt.config, `"name"`) {
+				return
+			}
+			// libcni on the original config: a list as it is, a single config
+			// through ConfListFromConf.
+			orig, err := libcni.NetworkConfFromBytes([]byte(tt.config))
+			if !strings.Contains(tt.config, `"plugins"`) {
+				var pc *libcni.PluginConfig
+				if pc, err = libcni.NetworkPluginConfFromBytes([]byte(tt.config)); err == nil {
+					orig, err = libcni.ConfListFromConf(pc)
+				}
+			}
+			if err != nil {
+				t.Fatalf("libcni refuses the original config: %v", err)
+			}
+			if want := pluginVersions(t, orig); !reflect.DeepEqual(got, want) {
+				t.Errorf("plugins read cniVersion %v, libcni's run of the original config %v", got, want)
+			}
+		})
+	}
+	// A declared version gives no warning.
+	if _, warnings, err := ResolveSpecConfig("ns1", "nad1", `{"cniVersion":"1.0.0","type":"a"}`); err != nil || len(warnings) != 0 {
+		t.Errorf("declared cniVersion: warnings %v, error %v", warnings, err)
+	}
+}
+
+// pluginVersions runs ADD of l through libcni and returns the CNI version each
+// plugin reads from its stdin (create.DecodeVersion, which skel uses).
+func pluginVersions(t *testing.T, l *libcni.NetworkConfigList) []string {
+	t.Helper()
+	ex := &recordingExec{}
+	cni := libcni.NewCNIConfigWithCacheDir([]string{"/opt/cni/bin"}, t.TempDir(), ex)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cni.AddNetworkList(ctx, l, &libcni.RuntimeConf{ContainerID: "c0ffee", NetNS: "/var/run/netns/x", IfName: "net1"}); err != nil {
+		t.Fatalf("libcni ADD: %v", err)
+	}
+	var vs []string
+	for _, c := range ex.calls {
+		b, err := json.Marshal(c.stdin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := create.DecodeVersion(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vs = append(vs, v)
+	}
+	return vs
 }

@@ -204,8 +204,18 @@ func TestValidateNADs(t *testing.T) {
 		result: ResultDenied,
 		msg:    []string{"spec.config: field type: missing"},
 	}, {
+		// libcni and Multus run a config without cniVersion (as CNI
+		// 0.1.0); so does the daemon, so the webhook admits it (lint warns).
 		name:   "missing cniVersion",
 		nad:    withConfig(`{"type":"bridge"}`),
+		result: ResultAllowed,
+	}, {
+		name:   "list without cniVersion",
+		nad:    withConfig(`{"name":"n1","plugins":[{"type":"bridge"}]}`),
+		result: ResultAllowed,
+	}, {
+		name:   "unsupported cniVersion",
+		nad:    withConfig(`{"cniVersion":"9.9.9","type":"bridge"}`),
 		result: ResultDenied,
 		msg:    []string{"spec.config: field cniVersion"},
 	}, {
@@ -263,7 +273,7 @@ func TestValidateNADs(t *testing.T) {
 	}, {
 		name:   "update: changed config is checked",
 		old:    withConfig(`{"cniVersion":"1.0.0","type":"bridge"}`),
-		nad:    withConfig(`{"type":"bridge"}`),
+		nad:    withConfig(`{"cniVersion":"banana","type":"bridge"}`),
 		result: ResultDenied,
 		msg:    []string{"field cniVersion"},
 	}, {
