@@ -16,6 +16,7 @@ func FuzzParse(f *testing.F) {
 		"net-a,net-b,other-ns/net-c",
 		"net-a@eth1, ns/net-b@net2",
 		"net-a,net-a",
+		`net1@"eth0"`, `'ns'/net-a`, "\"net-a@eth1\"",
 		`[{"name":"net-b","ips":["10.2.2.42/24","2001:db8::5/64"]}]`,
 		`[{"name":"net-b","mac":"02:23:45:67:89:01","interface":"eth1"}]`,
 		`[{"name":"net-b","cni-args":{"foo":"bar","n":1e400}}]`,

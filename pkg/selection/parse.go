@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Parse parses and validates the value of the k8s.v1.cni.cncf.io/networks
@@ -193,6 +195,19 @@ func parseCommaList(c *collector, s string, podNamespace string, opt options) []
 				c.add(idx, name, "interface", "", "is empty after '@'", secComma)
 				bad |= fInterface
 			}
+			// Quotes are not part of the comma format: net1@"eth0" would
+			// otherwise name an interface "eth0" with the quotes (the kernel
+			// allows them) and "net-a" fails the DNS-1123 check with a
+			// message that does not say why.
+			if hasNS && bad&fNamespace == 0 && quoted(c, idx, name, "namespace", ns) {
+				bad |= fNamespace
+			}
+			if bad&fName == 0 && quoted(c, idx, name, "name", name) {
+				bad |= fName
+			}
+			if hasIf && !opt.forbidInterface && bad&fInterface == 0 && quoted(c, idx, name, "interface", ifname) {
+				bad |= fInterface
+			}
 		}
 		if bad != ^fieldSet(0) {
 			validateElement(c, idx, &e, podNamespace, bad, opt)
@@ -203,4 +218,30 @@ func parseCommaList(c *collector, s string, podNamespace string, opt options) []
 		}
 		s = rest
 	}
+}
+
+// quoteChars are the quote characters refused in the comma-delimited
+// format: ASCII quotes, the backquote, and the typographic quotes that
+// copying from a document brings in.
+const quoteChars = "\"'`‘’“”"
+
+// quoted reports (and adds a problem for) a comma-format field whose value
+// contains a quote character.
+func quoted(c *collector, idx int, network, field, value string) bool {
+	i := strings.IndexAny(value, quoteChars)
+	if i < 0 {
+		return false
+	}
+	q, _ := utf8.DecodeRuneInString(value[i:])
+	reason := "contains the quote character " + strconv.QuoteRune(q) + ": the comma-delimited format takes bare names"
+	if bare := strings.Map(func(r rune) rune {
+		if strings.ContainsRune(quoteChars, r) {
+			return -1
+		}
+		return r
+	}, value); bare != "" {
+		reason += " (write " + bare + ")"
+	}
+	c.add(idx, network, field, value, reason+", or use the JSON list format", secComma)
+	return true
 }

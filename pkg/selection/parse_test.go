@@ -244,6 +244,17 @@ func TestParseInvalid(t *testing.T) {
 		{"trailing dash label", "a-.b", []problem{{0, "name", "3.3"}}, "start and end"},
 		{"empty label", "a..b", []problem{{0, "name", "3.3"}}, "empty label"},
 		{"bad ifname comma", "net@a:b", []problem{{0, "interface", "4.1.2.1.5"}}, "must not contain ':'"},
+		// §4.1.1: quote characters are not part of the comma format (the
+		// kernel would take "eth0" with its quotes as an interface name).
+		{"quoted ifname comma", `net1@"eth0"`, []problem{{0, "interface", "4.1.1"}}, `"\"eth0\"" contains the quote character '"': the comma-delimited format takes bare names (write eth0)`},
+		{"single-quoted ifname comma", `net1@'eth0'`, []problem{{0, "interface", "4.1.1"}}, `contains the quote character '\''`},
+		{"backquoted ifname comma", "net1@`eth0`", []problem{{0, "interface", "4.1.1"}}, "contains the quote character '`'"},
+		{"typographic quotes ifname comma", "net1@\u201ceth0\u201d", []problem{{0, "interface", "4.1.1"}}, "contains the quote character '\u201c'"},
+		{"quote in the middle of an ifname", `net1@et"h0`, []problem{{0, "interface", "4.1.1"}}, "(write eth0)"},
+		{"only a quote as ifname", `net1@"`, []problem{{0, "interface", "4.1.1"}}, `contains the quote character '"': the comma-delimited format takes bare names, or use the JSON list format`},
+		{"quoted name comma", `"net1"`, []problem{{0, "name", "4.1.1"}}, "(write net1)"},
+		{"quoted namespace comma", `'ns'/net1@eth1`, []problem{{0, "namespace", "4.1.1"}}, "(write ns)"},
+		{"quoted item comma", `net-a, "ns/net-b@eth1"`, []problem{{1, "namespace", "4.1.1"}, {1, "interface", "4.1.1"}}, "(write ns)"},
 		// §4.1.2
 		{"single object", `{"name":"net-a"}`, []problem{{-1, "", "4.1.2"}}, "wrap it in [ ]"},
 		{"bad JSON", `[{"name":"net-a"}`, []problem{{-1, "", "4.1.2"}}, "not a valid JSON list"},
@@ -388,6 +399,8 @@ func TestErrorMessages(t *testing.T) {
 			`networks: is a single JSON object; the JSON format is a list of objects: wrap it in [ ] (spec §4.1.2)`},
 		{"net-a,,net-b",
 			`networks[1]: is empty: items of the comma-delimited format are separated by single commas (spec §4.1.1)`},
+		{`net-a, net1@"eth0"`,
+			`networks[1] "net1": field "interface": "\"eth0\"" contains the quote character '"': the comma-delimited format takes bare names (write eth0), or use the JSON list format (spec §4.1.1)`},
 		{`[{"name":"n","ips":["` + strings.Repeat("1", 100) + `"]}]`,
 			`networks[0] "n": field "ips[0]": "` + strings.Repeat("1", 64) + `..." is not an IPv4 or IPv6 address (spec §4.1.2.1.3)`},
 	}
@@ -466,7 +479,9 @@ func TestParseDefaultNetwork(t *testing.T) {
 		{"ovn@eth0", `default-network[0] "ovn": field "interface": "eth0" cannot be set: the default network always uses the runtime's CNI_IFNAME (spec §4.1.2.1.5)`},
 		{`{"name":"ovn","mac":"x"}`, `default-network[0] "ovn": field "mac": "x" is not a 6-byte MAC address`},
 		{`{"name":"ovn","gateway":"x"}`, `did you mean "default-route"?`},
-		{`"ovn"`, `default-network[0] "\"ovn\"": field "name"`},
+		{`"ovn"`, `default-network[0] "\"ovn\"": field "name": "\"ovn\"" contains the quote character '"': the comma-delimited format takes bare names (write ovn)`},
+		// A quoted interface is still refused for what it is: an interface.
+		{`ovn@"eth0"`, `default-network[0] "ovn": field "interface": "\"eth0\"" cannot be set`},
 	}
 	for _, tc := range invalid {
 		got, err := ParseDefaultNetwork(tc.annotation, "pod-ns")
