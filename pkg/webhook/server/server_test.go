@@ -236,7 +236,7 @@ func TestRunSelfManagedTLS(t *testing.T) {
 	if r.Allowed || !strings.Contains(r.Result.Message, "§7.4") {
 		t.Errorf("isolation: %+v", r.Result)
 	}
-	badNAD := nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "n"}, Spec: nadv1.NetworkAttachmentDefinitionSpec{Config: `{"type":"bridge"}`}}
+	badNAD := nadv1.NetworkAttachmentDefinition{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "n"}, Spec: nadv1.NetworkAttachmentDefinitionSpec{Config: `{"cniVersion":"9.9.9","type":"bridge"}`}}
 	r = review(t, c, base, webhook.ValidateNADsPath, reviewOf(t, "n", "ns1", metav1.GroupVersionKind{Group: nadv1.GroupName, Version: "v1", Kind: nadv1.NetworkAttachmentDefinitionKind}, badNAD))
 	if r.Allowed || !strings.Contains(r.Result.Message, "field cniVersion") {
 		t.Errorf("validate NAD: %+v", r.Result)
