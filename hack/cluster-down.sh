@@ -146,24 +146,38 @@ remove_links() {
   fi
 }
 
+# drop_chains CMD TABLE CHAIN...: flushes the chains, then deletes them (so
+# that rules of one jumping to another do not block it), adding the number
+# deleted to DROPPED; a chain that cannot be deleted is a problem.
+DROPPED=0
+drop_chains() {
+  local cmd=$1 t=$2 c
+  shift 2
+  for c in "$@"; do "$cmd" -w 5 -t "$t" -F "$c" 2>/dev/null; done
+  for c in "$@"; do
+    if "$cmd" -w 5 -t "$t" -X "$c" 2>/dev/null; then DROPPED=$((DROPPED + 1)); else problem "could not delete $cmd chain $t/$c"; fi
+  done
+}
+
 # remove_iptables_chains removes the chains a kubelet creates when
 # makeIPTablesUtilChains is on (cluster-up turns it off; this cleans up after
 # older runs): the jumps to them first, then the chains.
 remove_iptables_chains() {
-  local cmd t c n=0
+  local cmd t c found
+  DROPPED=0
   for cmd in iptables ip6tables; do
     command -v "$cmd" >/dev/null || continue
     while "$cmd" -w 5 -t filter -D INPUT -j KUBE-FIREWALL 2>/dev/null; do :; done
     while "$cmd" -w 5 -t filter -D OUTPUT -j KUBE-FIREWALL 2>/dev/null; do :; done
     for t in mangle nat filter; do
+      found=()
       for c in KUBE-KUBELET-CANARY KUBE-IPTABLES-HINT KUBE-FIREWALL; do
-        "$cmd" -w 5 -t "$t" -S "$c" >/dev/null 2>&1 || continue
-        "$cmd" -w 5 -t "$t" -F "$c" 2>/dev/null
-        if "$cmd" -w 5 -t "$t" -X "$c" 2>/dev/null; then n=$((n + 1)); else problem "could not delete $cmd chain $t/$c"; fi
+        "$cmd" -w 5 -t "$t" -S "$c" >/dev/null 2>&1 && found+=("$c")
       done
+      drop_chains "$cmd" "$t" "${found[@]}"
     done
   done
-  ((n > 0)) && note "removed $n kubelet iptables chain(s)"
+  ((DROPPED > 0)) && note "removed $DROPPED kubelet iptables chain(s)"
   return 0
 }
 
@@ -173,7 +187,8 @@ remove_iptables_chains() {
 # host had none (cni-iptables-chains in $HOST_RECORD).
 remove_cni_chains() {
   grep -qx cni-iptables-chains "$HOST_RECORD" 2>/dev/null || return 0
-  local cmd t c rule n=0
+  local cmd t rule
+  DROPPED=0
   for cmd in iptables ip6tables; do
     command -v "$cmd" >/dev/null || continue
     for t in nat filter mangle; do
@@ -182,15 +197,11 @@ remove_cni_chains() {
         [[ -n $rule ]] || continue
         eval "$cmd -w 5 -t $t ${rule/#-A/-D}" 2>/dev/null || problem "could not delete $cmd $t rule: $rule"
       done < <("$cmd" -w 5 -t "$t" -S 2>/dev/null | grep -E -- '^-A [^ ]+ .*-j CNI-' | grep -Ev -- '^-A CNI-')
-      for c in $("$cmd" -w 5 -t "$t" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^CNI-/ {print $2}'); do
-        "$cmd" -w 5 -t "$t" -F "$c" 2>/dev/null
-      done
-      for c in $("$cmd" -w 5 -t "$t" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^CNI-/ {print $2}'); do
-        if "$cmd" -w 5 -t "$t" -X "$c" 2>/dev/null; then n=$((n + 1)); else problem "could not delete $cmd chain $t/$c"; fi
-      done
+      # shellcheck disable=SC2046 # one word per chain name
+      drop_chains "$cmd" "$t" $("$cmd" -w 5 -t "$t" -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^CNI-/ {print $2}')
     done
   done
-  ((n > 0)) && note "removed $n iptables chain(s) of the delegates (portmap, ipMasq, firewall)"
+  ((DROPPED > 0)) && note "removed $DROPPED iptables chain(s) of the delegates (portmap, ipMasq, firewall)"
   return 0
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/multinet/multinet/internal/cnitest"
 	"github.com/multinet/multinet/pkg/cniserver"
 	"github.com/multinet/multinet/pkg/cniserver/api"
 )
@@ -26,21 +27,14 @@ import (
 var shimBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "multinet-shim-test")
+	bin, remove, err := cnitest.BuildStatic(".", "multinet-shim", "-trimpath", "-ldflags=-s -w")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		fmt.Fprintf(os.Stderr, "building multinet-shim: %v\n", err)
 		os.Exit(1)
 	}
-	shimBin = filepath.Join(dir, "multinet-shim")
-	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", shimBin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building multinet-shim: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
+	shimBin = bin
 	code := m.Run()
-	os.RemoveAll(dir)
+	remove()
 	os.Exit(code)
 }
 

@@ -92,6 +92,29 @@ func build(pkgs []string) (string, error) {
 	return dir, nil
 }
 
+// BuildStatic builds the Go package pkg (an import path, or "." for the
+// calling test's package directory) with CGO_ENABLED=0 and extra go build
+// flags into a new temporary directory, for tests that exec the binary
+// (also chrooted, where no C library exists). It returns the binary's path
+// (named name) and a function that removes the directory. Errors: the
+// build's, with its output.
+func BuildStatic(pkg, name string, flags ...string) (string, func(), error) {
+	dir, err := os.MkdirTemp("", "multinet-"+name+"-")
+	if err != nil {
+		return "", nil, err
+	}
+	remove := func() { _ = os.RemoveAll(dir) }
+	bin := filepath.Join(dir, name)
+	args := append(append([]string{"build"}, flags...), "-o", bin, pkg)
+	build := exec.Command("go", args...)
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		remove()
+		return "", nil, fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return bin, remove, nil
+}
+
 // RequireRoot fails t unless it runs as root: a test that needs root and
 // cannot run must not pass as skipped (make test runs as root).
 func RequireRoot(t testing.TB) {

@@ -79,8 +79,9 @@ type Config struct {
 	// CNI_NETNS, cniBinDirs, device-info files) is a node path.
 	NodeRoot string `json:"nodeRoot,omitempty"`
 	// DelegateCgroup is the node cgroup (a path from the hierarchy roots,
-	// in every hierarchy under NodeRoot/sys/fs/cgroup) each delegate is
-	// moved into before it reads its configuration. "" (default): "/" when
+	// in every hierarchy under NodeRoot/sys/fs/cgroup) delegates run in:
+	// they are started by a launcher process placed there once
+	// (nodeexec.Launcher). "" (default): "/" when
 	// NodeRoot is not "/" (the daemon runs in a container whose CPU weight
 	// and memory limit must not apply to delegates), else none; "none":
 	// delegates stay in the daemon's cgroup.

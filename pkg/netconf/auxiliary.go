@@ -3,21 +3,19 @@ package netconf
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/utils"
 )
 
-// networkNameRE is the CNI spec's rule for network names (an alphanumeric
-// character, then any alphanumerics, '_', '.' and '-'); it also keeps the
-// name a single path element.
-var networkNameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
-
-// ValidateNetworkName checks a CNI network name that names a directory.
+// ValidateNetworkName checks a CNI network name that names a directory
+// with libcni's rule for network names (utils.ValidateNetworkName: an
+// alphanumeric character, then alphanumerics, '_', '.' and '-'), which also
+// keeps it a single path element.
 func ValidateNetworkName(name string) error {
-	if !networkNameRE.MatchString(name) {
-		return fmt.Errorf("%q is not a CNI network name (want [a-zA-Z0-9][a-zA-Z0-9_.-]*)", name)
+	if verr := utils.ValidateNetworkName(name); verr != nil {
+		return fmt.Errorf("%q is not a CNI network name: %s", name, verr.Msg)
 	}
 	return nil
 }

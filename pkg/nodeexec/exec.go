@@ -50,7 +50,7 @@ const NodePATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 const textBusyRetries = 5
 
 // Exec runs delegates in the node's view. The zero value runs them as a
-// host process would (no chroot, no cgroup move), like libcni's RawExec.
+// host process would (no chroot, no launcher), like libcni's RawExec.
 // Safe for concurrent use.
 type Exec struct {
 	// Root is the node's root file system as the daemon sees it: "/" (or
@@ -75,10 +75,11 @@ func (e *Exec) chroot() string {
 
 // ExecPlugin runs the plugin at pluginPath (a node path) with stdinData on
 // its stdin and environ as its whole environment, and returns its stdout.
-// Errors: the process could not be started or placed in its cgroup (then it
-// is killed before it has read its configuration, so it did nothing); it
-// exited non-zero (a *types.Error decoded from its stdout when it printed
-// one, else one with the exit status and stderr); ctx ended (it is killed).
+// Errors: the process could not be started, or its Launcher could not be
+// started or placed in its cgroup (then the plugin did not run); it exited
+// non-zero or was killed (a *types.Error decoded from its stdout when it
+// printed one, else one with the exit status and stderr); ctx ended (it is
+// killed).
 func (e *Exec) ExecPlugin(ctx context.Context, pluginPath string, stdinData []byte, environ []string) ([]byte, error) {
 	var lastErr error
 	for i := 0; i <= textBusyRetries; i++ {
@@ -102,15 +103,10 @@ func (e *Exec) run(ctx context.Context, pluginPath string, stdinData []byte, env
 		return e.runLaunched(ctx, pluginPath, stdinData, environ)
 	}
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, pluginPath)
-	cmd.Env = e.environ(environ)
+	cmd := inRoot(exec.CommandContext(ctx, pluginPath), e.environ(environ), e.chroot())
 	cmd.Stdin = bytes.NewReader(stdinData)
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
-	if root := e.chroot(); root != "" {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
-		cmd.Dir = "/"
-	}
 	if err := cmd.Start(); err != nil {
 		return nil, e.startErr(pluginPath, err.Error()), isBusy(err.Error())
 	}
@@ -143,6 +139,18 @@ func (e *Exec) runLaunched(ctx context.Context, pluginPath string, stdinData []b
 		return nil, pluginErr(fmt.Sprintf("exit status %d", res.Exit), stdout, stderr), false
 	}
 	return stdout, nil, false
+}
+
+// inRoot sets cmd's environment and, for a non-empty root, a chroot into
+// it with "/" as the working directory: how both the daemon and the
+// Launcher's helper start a plugin.
+func inRoot(cmd *exec.Cmd, env []string, root string) *exec.Cmd {
+	cmd.Env = env
+	if root != "" {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
+		cmd.Dir = "/"
+	}
+	return cmd
 }
 
 func (e *Exec) startErr(pluginPath, msg string) error {

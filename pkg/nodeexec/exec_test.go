@@ -6,13 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/multinet/multinet/internal/cnitest"
 )
 
 // probeBin is the test probe plugin (internal/cnitest/probe), built static
@@ -20,20 +21,14 @@ import (
 var probeBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "nodeexec-test-")
+	bin, remove, err := cnitest.BuildStatic("github.com/multinet/multinet/internal/cnitest/probe", "probe")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		fmt.Fprintf(os.Stderr, "building the probe plugin: %v\n", err)
 		os.Exit(1)
 	}
-	probeBin = filepath.Join(dir, "probe")
-	build := exec.Command("go", "build", "-o", probeBin, "github.com/multinet/multinet/internal/cnitest/probe")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building the probe plugin: %v\n%s", err, out)
-		os.Exit(1)
-	}
+	probeBin = bin
 	code := m.Run()
-	_ = os.RemoveAll(dir)
+	remove()
 	os.Exit(code)
 }
 

@@ -142,7 +142,7 @@ type launchResult struct {
 func (l *Launcher) send(req []byte, files []*os.File) error {
 	fds := make([]int, len(files))
 	for i, f := range files {
-		fds[i] = int(f.Fd())
+		fds[i] = int(f.Fd()) // Fd also makes it blocking, as a delegate's stdio must be
 	}
 	oob := unix.UnixRights(fds...)
 	l.mu.Lock()
@@ -167,8 +167,11 @@ func (l *Launcher) send(req []byte, files []*os.File) error {
 // stderr and how it ended.
 func (l *Launcher) run(ctx context.Context, root, path string, stdin []byte, env []string) (stdout, stderr []byte, res launchResult, err error) {
 	req, err := json.Marshal(launchRequest{Path: path, Env: env, Root: root})
-	if err != nil || len(req) > maxRequest {
-		return nil, nil, res, fmt.Errorf("plugin %s: launch request of %d bytes: %v", path, len(req), err)
+	if err != nil {
+		return nil, nil, res, fmt.Errorf("plugin %s: launch request: %w", path, err)
+	}
+	if len(req) > maxRequest {
+		return nil, nil, res, fmt.Errorf("plugin %s: launch request of %d bytes, more than %d", path, len(req), maxRequest)
 	}
 	call, theirCall, err := socketPair()
 	if err != nil {
@@ -315,13 +318,8 @@ func receivedFiles(oob []byte) ([]*os.File, error) {
 func launch(req launchRequest, files []*os.File) {
 	call := files[0]
 	defer call.Close()
-	cmd := exec.Command(req.Path)
-	cmd.Env = req.Env
+	cmd := inRoot(exec.Command(req.Path), req.Env, req.Root)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = files[1], files[2], files[3]
-	if req.Root != "" {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: req.Root}
-		cmd.Dir = "/"
-	}
 	err := cmd.Start()
 	closeAll(files[1:]...)
 	enc := json.NewEncoder(call)
