@@ -345,15 +345,6 @@ func TestWebhookAndDevicePlugin(t *testing.T) {
 			t.Error("no Service multinet-webhook")
 		}
 		if dir == "overlays/local" {
-			env := map[string]string{}
-			for _, e := range c.Env {
-				env[e.Name] = e.Value
-			}
-			// No kube-proxy: the pod reaches the API server at the pod
-			// network's gateway (hack/cluster-up.sh's apiserver-pod-proxy).
-			if env["KUBERNETES_SERVICE_HOST"] != "10.244.0.1" || env["KUBERNETES_SERVICE_PORT"] != "6443" {
-				t.Errorf("local webhook env %v: want the API server at 10.244.0.1:6443", env)
-			}
 			for _, p := range append(append([]corev1.Container{}, spec.Containers...), spec.InitContainers...) {
 				if p.ImagePullPolicy != corev1.PullNever || !strings.HasPrefix(p.Image, "localhost/multinet/") {
 					t.Errorf("local container %s: image %s pull %s, want localhost/multinet/* and Never", p.Name, p.Image, p.ImagePullPolicy)
@@ -556,4 +547,36 @@ func diffYAML(got, want any) string {
 	g, _ := yaml.Marshal(got)
 	w, _ := yaml.Marshal(want)
 	return fmt.Sprintf("got:\n%s\nwant:\n%s", g, w)
+}
+
+// TestInClusterConfiguration: in every overlay, every container reaches the
+// API server as on any cluster, through the kubernetes Service with
+// in-cluster configuration: none overrides KUBERNETES_SERVICE_HOST or
+// KUBERNETES_SERVICE_PORT (the local cluster runs kube-proxy).
+func TestInClusterConfiguration(t *testing.T) {
+	for _, dir := range []string{"overlays/default", "overlays/local"} {
+		o := render(t, dir)
+		n := 0
+		for _, key := range o.keys() {
+			if !strings.HasPrefix(key, "DaemonSet/") && !strings.HasPrefix(key, "Deployment/") {
+				continue
+			}
+			var w appsv1.Deployment // the pod template is what matters; a DaemonSet's decodes into the same fields
+			if err := yaml.Unmarshal(o[key], &w); err != nil {
+				t.Fatalf("%s: %s: %v", dir, key, err)
+			}
+			spec := w.Spec.Template.Spec
+			for _, c := range append(append([]corev1.Container{}, spec.Containers...), spec.InitContainers...) {
+				n++
+				for _, e := range c.Env {
+					if e.Name == "KUBERNETES_SERVICE_HOST" || e.Name == "KUBERNETES_SERVICE_PORT" {
+						t.Errorf("%s: %s container %s sets %s=%s: want in-cluster configuration", dir, key, c.Name, e.Name, e.Value)
+					}
+				}
+			}
+		}
+		if n < 4 {
+			t.Errorf("%s: checked %d containers, want the multinetd, webhook and device plugin ones", dir, n)
+		}
+	}
 }

@@ -45,9 +45,6 @@ DEPLOY_OUT=$MULTINET_ROOT/_output/deploy
 RENDERED=$DEPLOY_OUT/local.yaml
 IMAGES_TXT=$MULTINET_ROOT/_output/images/images.txt
 NETNS_DIR=$CONTAINERD_NETNS_DIR
-# The API server address the overlay gives the webhook's pods (the pod
-# network's gateway of the default POD_CIDR; apiserver-pod-proxy).
-OVERLAY_POD_GATEWAY=10.244.0.1
 
 require_cluster() {
   [[ -f $ENV_FILE ]] || die "no local cluster ($ENV_FILE missing): make cluster-up"
@@ -72,8 +69,7 @@ render() {
     done <"$IMAGES_TXT"
   } >"$DEPLOY_OUT/local/kustomization.yaml"
   kc kustomize "$DEPLOY_OUT/local" |
-    sed -e "s#$OVERLAY_CLUSTER_DIR#$CLUSTER_DIR#g" \
-      -e "/name: KUBERNETES_SERVICE_HOST/{n;s#value: $OVERLAY_POD_GATEWAY\$#value: ${POD_GATEWAY:-$OVERLAY_POD_GATEWAY}#}" >"$RENDERED.tmp"
+    sed -e "s#$OVERLAY_CLUSTER_DIR#$CLUSTER_DIR#g" >"$RENDERED.tmp"
   mv -f "$RENDERED.tmp" "$RENDERED"
   log "rendered ${RENDERED#"$MULTINET_ROOT"/} ($(grep -c '^kind:' "$RENDERED") objects; images $(awk '{print $2}' "$IMAGES_TXT" | tr '\n' ' '))"
 }

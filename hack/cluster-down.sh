@@ -141,8 +141,27 @@ remove_links() {
     ip link delete "$l" 2>/dev/null && n=$((n + 1))
   done
   ((n > 0)) && note "deleted $n link(s) of the demo and the tests"
-  if ip link show "$BRIDGE_NAME" >/dev/null 2>&1; then
-    ip link delete "$BRIDGE_NAME" && note "deleted bridge $BRIDGE_NAME" || problem "could not delete bridge $BRIDGE_NAME"
+  local br
+  for br in "$BRIDGE_NAME" "$NODE_BRIDGE"; do
+    if ip link show "$br" >/dev/null 2>&1; then
+      ip link delete "$br" && note "deleted bridge $br" || problem "could not delete bridge $br"
+    fi
+  done
+}
+
+# remove_kube_proxy_rules removes kube-proxy's iptables rules and chains
+# (KUBE-SERVICES, KUBE-NODEPORTS, KUBE-SVC-*, ...) with kube-proxy --cleanup,
+# the way its documentation says to, and checks that none is left.
+remove_kube_proxy_rules() {
+  local bin=$CACHE_DIR/k8s/${K8S_VERSION:-}/kube-proxy left
+  iptables -w 5 -t nat -S 2>/dev/null | grep -q -- '^-N KUBE-' || return 0
+  [[ -x $bin ]] || { problem "kube-proxy rules left and no $bin to clean them up"; return 0; }
+  "$bin" --cleanup >"$LOG_DIR/kube-proxy-cleanup.log" 2>&1 || true
+  left=$(iptables -w 5 -t nat -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^KUBE-(SERVICES|NODEPORTS|POSTROUTING|MARK-MASQ|SVC-|SEP-)/ {print $2}' | head -n 3)
+  if [[ -n $left ]]; then
+    problem "kube-proxy --cleanup left iptables chains: $(echo $left) (see $LOG_DIR/kube-proxy-cleanup.log)"
+  else
+    note "removed kube-proxy's iptables rules (kube-proxy --cleanup)"
   fi
 }
 
@@ -263,7 +282,7 @@ down() {
   local t0=$SECONDS
   [[ $(id -u) == 0 ]] || die "must run as root"
   load_env
-  if [[ ! -d $CLUSTER_DIR ]] && ! ip link show "$BRIDGE_NAME" >/dev/null 2>&1 &&
+  if [[ ! -d $CLUSTER_DIR ]] && ! ip link show "$BRIDGE_NAME" >/dev/null 2>&1 && ! ip link show "$NODE_BRIDGE" >/dev/null 2>&1 &&
     ! pgrep -f "containerd-shim-runc-v2 .*-address $CONTAINERD_SOCKET" >/dev/null 2>&1; then
     log "no local cluster found (nothing under $CLUSTER_DIR); nothing to do"
     return 0
@@ -280,6 +299,7 @@ down() {
   stop_component kube-scheduler
   stop_component containerd
   kill_leftover_processes
+  stop_component kube-proxy
   stop_component kube-apiserver
   stop_component etcd
   # Anything else with a PID file (processes a CNI hook started).
@@ -295,6 +315,7 @@ down() {
   remove_cgroups
   remove_links
   remove_iptables_chains
+  remove_kube_proxy_rules
   remove_cni_chains
   restore_host
 

@@ -29,6 +29,8 @@ set -euo pipefail
 
 # shellcheck source=hack/lib/cluster.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib/cluster.sh"
+# shellcheck source=hack/lib/coredns.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/coredns.sh"
 LOG_PREFIX=cluster-up
 
 NODE_NAME=$(node_name)
@@ -101,16 +103,18 @@ make_pki() {
   openssl genrsa -out "$PKI_DIR/sa.key" 2048 2>/dev/null
   openssl rsa -in "$PKI_DIR/sa.key" -pubout -out "$PKI_DIR/sa.pub" 2>/dev/null
   gen_cert apiserver "/CN=kube-apiserver" serverAuth \
-    "IP:127.0.0.1,IP:$FIRST_SERVICE_IP,IP:$POD_GATEWAY,DNS:localhost,DNS:$NODE_NAME,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+    "IP:127.0.0.1,IP:$FIRST_SERVICE_IP,IP:$NODE_IP,DNS:localhost,DNS:$NODE_NAME,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
   gen_cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
   gen_cert admin "/O=system:masters/CN=multinet-admin" clientAuth
   gen_cert controller-manager "/CN=system:kube-controller-manager" clientAuth
   gen_cert scheduler "/CN=system:kube-scheduler" clientAuth
+  gen_cert kube-proxy "/CN=system:kube-proxy" clientAuth
   gen_cert kubelet-client "/O=system:nodes/CN=system:node:$NODE_NAME" clientAuth
-  gen_cert kubelet-serving "/CN=$NODE_NAME" serverAuth "IP:127.0.0.1,DNS:$NODE_NAME,DNS:localhost"
+  gen_cert kubelet-serving "/CN=$NODE_NAME" serverAuth "IP:127.0.0.1,IP:$NODE_IP,DNS:$NODE_NAME,DNS:localhost"
   write_kubeconfig "$KUBECONFIG_FILE" admin
   write_kubeconfig "$CLUSTER_DIR/controller-manager.kubeconfig" controller-manager
   write_kubeconfig "$CLUSTER_DIR/scheduler.kubeconfig" scheduler
+  write_kubeconfig "$CLUSTER_DIR/kube-proxy.kubeconfig" kube-proxy
   write_kubeconfig "$CLUSTER_DIR/kubelet.kubeconfig" kubelet-client
 }
 
@@ -130,14 +134,13 @@ start_etcd() {
 start_apiserver() {
   start_component kube-apiserver "$K8S_BIN_DIR/kube-apiserver" \
     --etcd-servers "http://127.0.0.1:$ETCD_CLIENT_PORT" \
-    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$APISERVER_PORT" \
+    --bind-address "$NODE_IP" --advertise-address "$NODE_IP" --secure-port "$APISERVER_PORT" \
     --tls-cert-file "$PKI_DIR/apiserver.crt" --tls-private-key-file "$PKI_DIR/apiserver.key" \
     --client-ca-file "$PKI_DIR/ca.crt" \
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --service-account-key-file "$PKI_DIR/sa.pub" --service-account-signing-key-file "$PKI_DIR/sa.key" \
     --service-cluster-ip-range "$SERVICE_CIDR" \
     --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
-    --enable-aggregator-routing=true \
     --allow-privileged=true \
     --kubelet-client-certificate "$PKI_DIR/apiserver-kubelet-client.crt" \
     --kubelet-client-key "$PKI_DIR/apiserver-kubelet-client.key" \
@@ -146,23 +149,15 @@ start_apiserver() {
   wait_until "kube-apiserver /readyz" 120 "etcd kube-apiserver" apiserver_ready
 }
 
-# start_apiserver_pod_proxy makes the pod network's bridge with its gateway
-# address (the bridge plugin of the default network finds it ready) and
-# forwards $POD_GATEWAY:$APISERVER_PORT to the API server on loopback, with
-# socat. It stands in for kube-proxy's kubernetes Service, for pods only:
-# the API server itself keeps listening on 127.0.0.1 alone, and nothing
-# listens outside the bridge this script made. The deployed webhook (pod
-# network) reaches the API server there (deploy/overlays/local).
-start_apiserver_pod_proxy() {
-  local prefix=${POD_CIDR#*/}
-  ip link add "$BRIDGE_NAME" type bridge
-  ip addr add "$POD_GATEWAY/$prefix" dev "$BRIDGE_NAME"
-  ip link set "$BRIDGE_NAME" up
-  start_component apiserver-pod-proxy socat \
-    "TCP-LISTEN:$APISERVER_PORT,bind=$POD_GATEWAY,reuseaddr,fork" "TCP:127.0.0.1:$APISERVER_PORT"
-  wait_until "the API server at $POD_GATEWAY:$APISERVER_PORT" 20 apiserver-pod-proxy \
-    curl -fsS --cacert "$PKI_DIR/ca.crt" --cert "$PKI_DIR/admin.crt" --key "$PKI_DIR/admin.key" \
-    -o /dev/null "https://$POD_GATEWAY:$APISERVER_PORT/readyz"
+# make_node_network gives the node its address: NODE_IP on a bridge of its
+# own (NODE_BRIDGE, no ports), as a node's address on its NIC. The API
+# server listens there (the kubernetes Service's endpoint), the kubelet
+# reports it as the node's InternalIP, and kube-proxy's rules send Service
+# traffic from pods and from the host to it.
+make_node_network() {
+  ip link add "$NODE_BRIDGE" type bridge
+  ip addr add "$NODE_IP/$NODE_PREFIX" dev "$NODE_BRIDGE"
+  ip link set "$NODE_BRIDGE" up
 }
 
 apply_crds() {
@@ -199,51 +194,88 @@ start_controllers() {
     --leader-elect=false --bind-address 127.0.0.1 --secure-port "$SCHEDULER_PORT" --v=1
 }
 
+# start_kube_proxy runs kube-proxy (same build, iptables mode) on the host, as
+# kubeadm's DaemonSet would with hostNetwork: it makes Services work for pods
+# and for the host. It leaves the host's conntrack sysctls alone and does not
+# open NodePorts on loopback (no route_localnet).
+start_kube_proxy() {
+  cat >"$CLUSTER_DIR/kube-proxy-config.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $CLUSTER_DIR/kube-proxy.kubeconfig}
+hostnameOverride: $NODE_NAME
+mode: iptables
+clusterCIDR: $POD_CIDR
+bindAddress: $NODE_IP
+healthzBindAddress: 127.0.0.1:$KUBE_PROXY_HEALTHZ_PORT
+metricsBindAddress: 127.0.0.1:$KUBE_PROXY_METRICS_PORT
+nodePortAddresses: ["$NODE_IP/32"]
+iptables: {localhostNodePorts: false, masqueradeAll: false}
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+EOF
+  start_component kube-proxy "$K8S_BIN_DIR/kube-proxy" --config "$CLUSTER_DIR/kube-proxy-config.yaml" --v=1
+  wait_until "kube-proxy /healthz" 60 "kube-apiserver kube-proxy" \
+    curl -fsS -o /dev/null "http://127.0.0.1:$KUBE_PROXY_HEALTHZ_PORT/livez"
+}
+
 write_containerd_config() {
   mkdir -p "$CONTAINERD_DIR"/{root,state,runc,opt}
   cat >"$CONTAINERD_DIR/config.toml" <<EOF
-# containerd of the multinet local cluster (hack/cluster-up.sh). Everything
-# under $CONTAINERD_DIR; CNI dirs are the cluster's own, never /etc/cni/net.d.
-version = 2
+# containerd $CONTAINERD_VERSION of the multinet local cluster
+# (hack/cluster-up.sh). Everything under $CONTAINERD_DIR; CNI dirs are the
+# cluster's own, never /etc/cni/net.d.
+version = 3
 root = "$CONTAINERD_DIR/root"
 state = "$CONTAINERD_DIR/state"
-disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.erofs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing", "io.containerd.nri.v1.nri"]
 
 [grpc]
   address = "$CONTAINERD_SOCKET"
+
+[ttrpc]
+  address = "$CONTAINERD_DIR/containerd.sock.ttrpc"
 
 [plugins."io.containerd.internal.v1.opt"]
   path = "$CONTAINERD_DIR/opt"
 
 [plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "$IMAGE_REF"
-  netns_mounts_under_state_dir = true
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
+
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "$IMAGE_REF"
+
+[plugins."io.containerd.cri.v1.runtime"]
+  # Pod network namespaces under the state dir, not /var/run/netns.
+  netns_mounts_under_state_dir = true
   enable_selinux = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "$CNI_BIN_DIR"
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["$CNI_BIN_DIR"]
     conf_dir = "$CNI_CONF_DIR"
     max_conf_num = 1
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.runtime".containerd]
     default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
         # Test-environment shim only: raises negative oom_score_adj to 0
-        # (this sandbox denies lowering it), then execs runc.
-        BinaryName = "$CLUSTER_DIR/bin/runc-oomfix"
+        # (this sandbox denies lowering it), then execs runc ($CLUSTER_BIN_DIR/runc).
+        BinaryName = "$CLUSTER_BIN_DIR/runc-oomfix"
         Root = "$CONTAINERD_DIR/runc"
         SystemdCgroup = false
 EOF
 }
 
 start_containerd() {
-  mkdir -p "$CLUSTER_DIR/bin"
-  cp -f "$TOOLS_DIR/runc-oomfix" "$CLUSTER_DIR/bin/runc-oomfix"
+  mkdir -p "$CLUSTER_BIN_DIR"
+  cp -f "$TOOLS_DIR/runc-oomfix" "$CONTAINERD_CACHE_DIR"/{containerd,containerd-shim-runc-v2,ctr} \
+    "$RUNC_CACHE_DIR/runc" "$CLUSTER_BIN_DIR/"
   write_containerd_config
-  start_component containerd containerd --config "$CONTAINERD_DIR/config.toml" --log-level warn
+  # containerd finds its shim on PATH; runc-oomfix execs MULTINET_RUNC.
+  start_component containerd env PATH="$CLUSTER_BIN_DIR:$PATH" MULTINET_RUNC="$CLUSTER_BIN_DIR/runc" \
+    "$CLUSTER_BIN_DIR/containerd" --config "$CONTAINERD_DIR/config.toml" --log-level warn
   wait_until "containerd socket" 60 containerd ctr_cmd version
   "$TOOLS_DIR/mkimage" -busybox /bin/busybox -ref "$IMAGE_REF" -o "$CLUSTER_DIR/busybox-image.tar"
   ctr_cmd images import "$CLUSTER_DIR/busybox-image.tar" >"$LOG_DIR/image-import.log" 2>&1 ||
@@ -336,8 +368,12 @@ export MULTINET_CLUSTER_DIR=$CLUSTER_DIR
 export KUBECONFIG=$KUBECONFIG_FILE
 export KUBECTL=$(kubectl_bin)
 export K8S_VERSION=$K8S_VERSION
+export CONTAINERD_VERSION=$CONTAINERD_VERSION
+export RUNC_VERSION=$RUNC_VERSION
+export CTR=$CTR
 export NODE_NAME=$NODE_NAME
-export APISERVER_URL=https://127.0.0.1:$APISERVER_PORT
+export NODE_IP=$NODE_IP
+export APISERVER_URL=https://$NODE_IP:$APISERVER_PORT
 export CA_CERT=$PKI_DIR/ca.crt
 export CA_KEY=$PKI_DIR/ca.key
 export CNI_MODE=$MULTINET_CNI
@@ -351,8 +387,10 @@ export DEFAULT_NETWORK_CONF=$DEFAULT_NETWORK_CONF
 export DEFAULT_NETWORK_BRIDGE=$BRIDGE_NAME
 export POD_CIDR=$POD_CIDR
 export POD_GATEWAY=$POD_GATEWAY
-export APISERVER_POD_URL=https://$POD_GATEWAY:$APISERVER_PORT
 export SERVICE_CIDR=$SERVICE_CIDR
+export FIRST_SERVICE_IP=$FIRST_SERVICE_IP
+export DNS_SERVICE_IP=$DNS_SERVICE_IP
+export CLUSTER_DOMAIN=$CLUSTER_DOMAIN
 export CONTAINERD_SOCKET=$CONTAINERD_SOCKET
 export CONTAINERD_NAMESPACE=$CONTAINERD_NAMESPACE
 export KUBELET_ROOT_DIR=$KUBELET_ROOT_DIR
@@ -400,7 +438,8 @@ imageServiceEndpoint: unix://$CONTAINERD_SOCKET
 podLogsDir: $LOG_DIR/pods
 # No KUBE-FIREWALL/canary chains in the host's iptables.
 makeIPTablesUtilChains: false
-clusterDomain: cluster.local
+clusterDomain: $CLUSTER_DOMAIN
+clusterDNS: [$DNS_SERVICE_IP]
 resolvConf: /etc/resolv.conf
 serializeImagePulls: false
 # The disk is shared with other work: evict only when it is really full and
@@ -415,7 +454,7 @@ EOF
   mkdir -p "$STATIC_POD_DIR"
   start_component kubelet "$K8S_BIN_DIR/kubelet" \
     --config "$CLUSTER_DIR/kubelet-config.yaml" --kubeconfig "$CLUSTER_DIR/kubelet.kubeconfig" \
-    --hostname-override "$NODE_NAME" --root-dir "$KUBELET_ROOT_DIR" --v=1
+    --hostname-override "$NODE_NAME" --node-ip "$NODE_IP" --root-dir "$KUBELET_ROOT_DIR" --v=1
   wait_until "node $NODE_NAME Ready" 180 "kube-apiserver containerd kubelet" node_ready
 }
 
@@ -484,13 +523,17 @@ up() {
 
   ensure_packages
   ensure_k8s_binaries
+  check_kubectl_skew
+  ensure_containerd
+  ensure_runc
+  ensure_coredns
   ensure_cni_plugins
   ensure_tools
   log "dependencies ready ($((SECONDS - t0))s)"
 
   local port
   for port in $ETCD_CLIENT_PORT $ETCD_PEER_PORT $APISERVER_PORT $KUBELET_PORT $KUBELET_HEALTHZ_PORT \
-    $CONTROLLER_MANAGER_PORT $SCHEDULER_PORT; do
+    $CONTROLLER_MANAGER_PORT $SCHEDULER_PORT $KUBE_PROXY_HEALTHZ_PORT $KUBE_PROXY_METRICS_PORT; do
     port_in_use "$port" && die "TCP port $port is in use by another process: $(ss -Hltnp "sport = :$port" | head -n 1)"
   done
 
@@ -503,16 +546,18 @@ up() {
 
   local t1=$SECONDS
   start_etcd
+  make_node_network
   start_apiserver
-  start_apiserver_pod_proxy
   log "etcd and kube-apiserver ready ($((SECONDS - t1))s)"
   apply_crds
   start_controllers
+  start_kube_proxy
   start_containerd
   run_cni_hook
   start_kubelet
   log "node $NODE_NAME Ready ($((SECONDS - t1))s after start)"
   deploy_manifests
+  deploy_coredns
   smoke_test
   log "cluster up in $((SECONDS - t0))s: KUBECONFIG=$KUBECONFIG_FILE; env: $ENV_FILE (source it); logs: $LOG_DIR"
 }

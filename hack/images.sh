@@ -72,7 +72,7 @@ containerd_up() {
   [[ -f $ROOT/_output/cluster/env ]] || return 1
   # shellcheck disable=SC1091
   (set -a && . "$ROOT/_output/cluster/env" && [[ -S $CONTAINERD_SOCKET ]] &&
-    ctr --address "$CONTAINERD_SOCKET" version >/dev/null 2>&1)
+    "${CTR:-ctr}" --address "$CONTAINERD_SOCKET" version >/dev/null 2>&1)
 }
 
 case $IMPORT in
@@ -83,7 +83,7 @@ esac
 # shellcheck disable=SC1091
 set -a && . "$ROOT/_output/cluster/env" && set +a
 for name in multinetd webhook deviceplugin; do
-  ctr --address "$CONTAINERD_SOCKET" -n "$CONTAINERD_NAMESPACE" images import \
+  "${CTR:-ctr}" --address "$CONTAINERD_SOCKET" -n "$CONTAINERD_NAMESPACE" images import \
     "$OUT/$name.tar" >/dev/null || die "ctr images import $OUT/$name.tar failed"
 done
 log "imported into containerd ($CONTAINERD_NAMESPACE): $(awk '{print $2}' "$OUT/images.txt" | tr '\n' ' ')"

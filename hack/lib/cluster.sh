@@ -9,10 +9,22 @@
 
 MULTINET_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
-K8S_VERSION=${K8S_VERSION:-v1.34.4}
+# Kubernetes: the newest maintained minor by default; K8S_VERSION=v1.35.4
+# (the oldest maintained minor) too. Each minor has its build module
+# hack/k8s/v1.<minor> (hack/k8s/update.sh writes one).
+K8S_VERSION=${K8S_VERSION:-v1.37.2}
+K8S_MINOR=$(v=${K8S_VERSION#v1.} && echo "${v%%.*}")
+K8S_MODULE_DIR=$MULTINET_ROOT/hack/k8s/v1.$K8S_MINOR
+# The container runtime: containerd 2.x and a runc it supports, both built
+# from the Go module proxy (Debian's containerd 1.6 is out of support and
+# lacks the CRI RuntimeConfig call).
+CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
+RUNC_VERSION=${RUNC_VERSION:-v1.5.2}
 CNI_PLUGINS_VERSION=${CNI_PLUGINS_VERSION:-v1.9.1}
 CACHE_DIR=${MULTINET_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/multinet}
 K8S_BIN_DIR=$CACHE_DIR/k8s/$K8S_VERSION
+CONTAINERD_CACHE_DIR=$CACHE_DIR/containerd/$CONTAINERD_VERSION
+RUNC_CACHE_DIR=$CACHE_DIR/runc/$RUNC_VERSION
 # Static (CGO_ENABLED=0) builds, as the containernetworking/plugins release
 # tarballs are. (Delegates run in the node's view, so dynamically linked
 # plugins work too: the e2e suite runs a shell-script delegate.)
@@ -52,9 +64,16 @@ DELEGATE_STATE_DIRS=(/var/lib/cni /run/cni-ipam-state /run/cni)
 POD_CIDR=${POD_CIDR:-10.244.0.0/24}
 SERVICE_CIDR=10.96.0.0/16
 # The pod network's gateway, the mnbr0 bridge's address: POD_CIDR's first
-# address. Pods reach the API server there (apiserver-pod-proxy).
+# address.
 POD_GATEWAY=$(net=${POD_CIDR%/*} && echo "${net%.*}.$((${net##*.} + 1))")
 FIRST_SERVICE_IP=10.96.0.1
+# The node's address, on a bridge of its own (the node network): the API
+# server listens there and is the kubernetes Service's endpoint, reached by
+# pods through kube-proxy; it is the node's InternalIP. Nothing listens on
+# the host's own interfaces.
+NODE_BRIDGE=mnnode0
+NODE_IP=${NODE_IP:-10.250.0.1}
+NODE_PREFIX=24
 
 ETCD_CLIENT_PORT=2379
 ETCD_PEER_PORT=2380
@@ -70,6 +89,10 @@ CONTAINERD_DIR=$CLUSTER_DIR/containerd
 # Pod network namespaces (netns_mounts_under_state_dir).
 CONTAINERD_NETNS_DIR=$CONTAINERD_DIR/state/io.containerd.grpc.v1.cri/netns
 CONTAINERD_SOCKET=$CONTAINERD_DIR/containerd.sock
+# containerd, its shim, ctr and runc, copied from the caches by cluster-up;
+# containerd runs with this directory first on PATH.
+CLUSTER_BIN_DIR=$CLUSTER_DIR/bin
+CTR=$CLUSTER_BIN_DIR/ctr
 KUBELET_ROOT_DIR=$CLUSTER_DIR/kubelet
 # The kubelet's staticPodPath: manifests put here run as static pods.
 STATIC_POD_DIR=$CLUSTER_DIR/manifests
@@ -82,11 +105,16 @@ CNI_CONF_DIR=$CLUSTER_DIR/cni/net.d
 CNI_IPAM_DIR=$CLUSTER_DIR/cni/ipam
 KUBECONFIG_FILE=$CLUSTER_DIR/kubeconfig
 
-# Components in start order; cluster-down stops them in reverse.
-COMPONENTS=(etcd kube-apiserver apiserver-pod-proxy kube-controller-manager kube-scheduler containerd kubelet)
+KUBE_PROXY_HEALTHZ_PORT=10256
+KUBE_PROXY_METRICS_PORT=10249
 
-APT_PACKAGES=(etcd-server containerd runc busybox-static iproute2 jq openssl conntrack iptables socat curl util-linux procps)
-K8S_COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet)
+# Components in start order; cluster-down stops them in reverse.
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kube-proxy containerd kubelet)
+
+# gcc, libc6-dev, pkg-config and libseccomp-dev build runc (cgo, seccomp).
+APT_PACKAGES=(etcd-server busybox-static iproute2 jq openssl conntrack iptables socat curl util-linux procps
+  gcc libc6-dev pkg-config libseccomp-dev)
+K8S_COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubectl)
 CNI_PLUGINS=(
   plugins/main/bridge plugins/main/dummy plugins/main/host-device plugins/main/ipvlan
   plugins/main/loopback plugins/main/macvlan plugins/main/ptp plugins/main/tap plugins/main/vlan
@@ -109,17 +137,37 @@ die() { log "ERROR: $*"; exit 1; }
 
 node_name() { hostname | tr '[:upper:]' '[:lower:]'; }
 
-# kubectl_bin prints the kubectl to use: $KUBECTL, the one on PATH, or the
-# one built from hack/k8s into the cache.
+# kubectl_bin prints the kubectl to use: $KUBECTL when set, else the one
+# built at the cluster's version into the cache (never whatever is on PATH:
+# kubectl supports one minor of skew from the server).
 kubectl_bin() {
   if [[ -n ${KUBECTL:-} ]]; then echo "$KUBECTL"; return; fi
-  if command -v kubectl >/dev/null 2>&1; then command -v kubectl; return; fi
   echo "$K8S_BIN_DIR/kubectl"
+}
+
+# check_kubectl_skew fails with a clear message when the kubectl to use is
+# missing or more than one minor away from K8S_VERSION (kubectl's supported
+# version skew).
+check_kubectl_skew() {
+  local bin minor
+  bin=$(kubectl_bin)
+  [[ -x $bin ]] || die "kubectl $bin does not exist (unset KUBECTL to use the one built at $K8S_VERSION)"
+  minor=$("$bin" version --client -o json 2>/dev/null | jq -r '.clientVersion.minor' | tr -dc 0-9)
+  [[ -n $minor ]] || die "cannot tell the version of kubectl $bin ($bin version --client -o json)"
+  if ((minor > K8S_MINOR + 1 || minor < K8S_MINOR - 1)); then
+    die "kubectl $bin is v1.$minor, the cluster is $K8S_VERSION: kubectl supports one minor of skew; unset KUBECTL to use the kubectl built at $K8S_VERSION"
+  fi
 }
 
 kc() { "$(kubectl_bin)" --kubeconfig "$KUBECONFIG_FILE" --request-timeout=20s "$@"; }
 
-ctr_cmd() { ctr --address "$CONTAINERD_SOCKET" --namespace "$CONTAINERD_NAMESPACE" "$@"; }
+# ctr_cmd runs the cluster's ctr (the host's when the cluster's is not there
+# yet, e.g. cluster-down of a half-made cluster).
+ctr_cmd() {
+  local bin=$CTR
+  [[ -x $bin ]] || bin=ctr
+  "$bin" --address "$CONTAINERD_SOCKET" --namespace "$CONTAINERD_NAMESPACE" "$@"
+}
 
 # with_lock runs "$@" holding the cluster lock, so that two engineers running
 # cluster-up/cluster-down at the same time do not interleave.
@@ -166,7 +214,7 @@ kind: Config
 clusters:
 - name: multinet
   cluster:
-    server: https://127.0.0.1:$APISERVER_PORT
+    server: https://$NODE_IP:$APISERVER_PORT
     certificate-authority-data: $(base64 -w0 "$PKI_DIR/ca.crt")
 users:
 - name: $cert
@@ -358,23 +406,64 @@ k8s_binary_ok() {
   [[ $out == *"$K8S_VERSION"* ]]
 }
 
-# ensure_k8s_binaries builds the Kubernetes commands from the module proxy
-# (hack/k8s module) into $K8S_BIN_DIR when missing. Cold: ~13 min on 2 cores.
+# ensure_k8s_binaries builds the Kubernetes commands (K8S_COMMANDS, kubectl
+# among them) at K8S_VERSION from the module proxy (module hack/k8s/v1.<minor>)
+# into $K8S_BIN_DIR when missing. Cold: about 15 min on 2 cores.
 ensure_k8s_binaries() {
-  local names=("${K8S_COMMANDS[@]}") n
-  # kubectl too when the one to use is ours (none on PATH, or KUBECTL names it).
-  if [[ $(kubectl_bin) == "$K8S_BIN_DIR/kubectl" ]]; then names+=(kubectl); fi
+  local n
+  [[ -f $K8S_MODULE_DIR/go.mod ]] ||
+    die "K8S_VERSION=$K8S_VERSION: no build module $K8S_MODULE_DIR (have: $(cd "$MULTINET_ROOT/hack/k8s" && ls -d v1.* | tr '\n' ' ')); hack/k8s/update.sh $K8S_VERSION writes one"
+  grep -q "^require k8s.io/kubernetes $K8S_VERSION\$" "$K8S_MODULE_DIR/go.mod" ||
+    die "K8S_VERSION=$K8S_VERSION: $K8S_MODULE_DIR/go.mod builds $(awk '/^require k8s.io\/kubernetes/ {print $3}' "$K8S_MODULE_DIR/go.mod"); hack/k8s/update.sh $K8S_VERSION rewrites it"
   mkdir -p "$K8S_BIN_DIR"
-  for n in "${names[@]}"; do
+  for n in "${K8S_COMMANDS[@]}"; do
     k8s_binary_ok "$n" && continue
     log "building $n $K8S_VERSION into $K8S_BIN_DIR (first time only; minutes)"
     local t0=$SECONDS
-    (cd "$MULTINET_ROOT/hack/k8s" && go build -trimpath -ldflags "$(k8s_ldflags)" \
+    (cd "$K8S_MODULE_DIR" && go build -trimpath -ldflags "$(k8s_ldflags)" \
       -o "$K8S_BIN_DIR/$n.tmp" "k8s.io/kubernetes/cmd/$n") >"$MULTINET_ROOT/_output/build-$n.log" 2>&1 ||
       { tail -n 30 "$MULTINET_ROOT/_output/build-$n.log" >&2; die "go build of $n failed (log: _output/build-$n.log)"; }
     mv -f "$K8S_BIN_DIR/$n.tmp" "$K8S_BIN_DIR/$n"
     log "built $n in $((SECONDS - t0))s"
   done
+}
+
+# ensure_containerd builds containerd, its runc shim and ctr at
+# CONTAINERD_VERSION from the module proxy into $CONTAINERD_CACHE_DIR when
+# missing (static, without the btrfs snapshotter, as the release tarballs'
+# static variant). Cold: about 4 min on 2 cores.
+ensure_containerd() {
+  local bins=(containerd containerd-shim-runc-v2 ctr) b missing=0
+  for b in "${bins[@]}"; do [[ -x $CONTAINERD_CACHE_DIR/$b ]] || missing=1; done
+  if ((missing == 0)) && [[ $("$CONTAINERD_CACHE_DIR/containerd" --version 2>/dev/null) == *" $CONTAINERD_VERSION "* ]]; then
+    return 0
+  fi
+  log "building containerd $CONTAINERD_VERSION into $CONTAINERD_CACHE_DIR (first time only; minutes)"
+  local t0=$SECONDS m=github.com/containerd/containerd/v2
+  mkdir -p "$CONTAINERD_CACHE_DIR"
+  (cd "$CONTAINERD_CACHE_DIR" && CGO_ENABLED=0 GOBIN=$CONTAINERD_CACHE_DIR GOFLAGS=-buildvcs=false go install -trimpath \
+    -tags no_btrfs -ldflags "-s -w -X $m/version.Version=$CONTAINERD_VERSION -X $m/version.Revision=module-proxy" \
+    "$m/cmd/containerd@$CONTAINERD_VERSION" "$m/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION" "$m/cmd/ctr@$CONTAINERD_VERSION") \
+    >"$MULTINET_ROOT/_output/build-containerd.log" 2>&1 ||
+    { tail -n 30 "$MULTINET_ROOT/_output/build-containerd.log" >&2; die "building containerd failed (log: _output/build-containerd.log)"; }
+  log "built containerd $CONTAINERD_VERSION in $((SECONDS - t0))s"
+}
+
+# ensure_runc builds runc at RUNC_VERSION from the module proxy into
+# $RUNC_CACHE_DIR when missing: cgo (runc's nsenter is C) with seccomp, as
+# containerd's release notes pair them.
+ensure_runc() {
+  if [[ $("$RUNC_CACHE_DIR/runc" --version 2>/dev/null | head -n1) == "runc version ${RUNC_VERSION#v}" ]]; then
+    return 0
+  fi
+  log "building runc $RUNC_VERSION into $RUNC_CACHE_DIR (first time only)"
+  local t0=$SECONDS
+  mkdir -p "$RUNC_CACHE_DIR"
+  (cd "$RUNC_CACHE_DIR" && CGO_ENABLED=1 GOBIN=$RUNC_CACHE_DIR GOFLAGS=-buildvcs=false go install -trimpath \
+    -tags seccomp -ldflags "-s -w -X main.version=${RUNC_VERSION#v} -X main.gitCommit=module-proxy" \
+    "github.com/opencontainers/runc@$RUNC_VERSION") >"$MULTINET_ROOT/_output/build-runc.log" 2>&1 ||
+    { tail -n 30 "$MULTINET_ROOT/_output/build-runc.log" >&2; die "building runc failed (log: _output/build-runc.log)"; }
+  log "built runc $RUNC_VERSION in $((SECONDS - t0))s"
 }
 
 # ensure_cni_plugins builds the reference CNI plugins into $CNI_CACHE_DIR
