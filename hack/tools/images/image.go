@@ -37,6 +37,13 @@ type Spec struct {
 	Entrypoint  []string
 	// User is the image's default user ("uid:gid").
 	User string
+	// Title is the org.opencontainers.image.title label; default
+	// "multinet-<Name>".
+	Title string
+	// OnRequest images are not part of the default set: they are built
+	// only when -images names them (their binaries are not multinet's and
+	// hack/images.sh does not build them).
+	OnRequest bool
 }
 
 // Specs are multinet's images. multinetd and the device plugin run as
@@ -69,6 +76,19 @@ var Specs = []Spec{
 		Files:       []File{{"multinet-deviceplugin", "/usr/local/bin/multinet-deviceplugin"}},
 		Entrypoint:  []string{"/usr/local/bin/multinet-deviceplugin"},
 		User:        "0:0",
+	},
+	// CoreDNS, the local cluster's DNS (hack/lib/coredns.sh builds the
+	// binary from the module proxy). The manifest passes -conf; it binds
+	// port 53 as nonroot through the pod sysctl
+	// net.ipv4.ip_unprivileged_port_start=0, without capabilities.
+	{
+		Name:        "coredns",
+		Description: "CoreDNS for multinet's local test cluster",
+		Title:       "coredns",
+		Files:       []File{{"coredns", "/coredns"}},
+		Entrypoint:  []string{"/coredns"},
+		User:        fmt.Sprintf("%d:%d", NonRoot, NonRoot),
+		OnRequest:   true,
 	},
 }
 
@@ -117,8 +137,12 @@ func buildImage(spec Spec, bins map[string][]byte, meta Meta) (v1.Image, error) 
 	cfg.Config.User = spec.User
 	cfg.Config.WorkingDir = "/"
 	cfg.Config.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+	title := spec.Title
+	if title == "" {
+		title = "multinet-" + strings.TrimPrefix(spec.Name, "multinet-")
+	}
 	cfg.Config.Labels = map[string]string{
-		"org.opencontainers.image.title":       "multinet-" + strings.TrimPrefix(spec.Name, "multinet-"),
+		"org.opencontainers.image.title":       title,
 		"org.opencontainers.image.description": spec.Description,
 		"org.opencontainers.image.version":     meta.Version,
 		"org.opencontainers.image.revision":    meta.Revision,

@@ -1,12 +1,14 @@
 // Command images builds multinet's container images from scratch, without a
 // container engine or a registry, with go-containerregistry: multinetd (with
 // multinet-shim, multinet-netdev and multinet-install), webhook and
-// deviceplugin. Each image is one layer of statically linked binaries plus
-// /etc/passwd, /etc/group and /tmp; each is written as a docker-archive
-// tarball <out-dir>/<name>.tar carrying every requested tag, ready for
-// `ctr -n k8s.io images import` or `docker load`. It prints each image's
-// reference, digest and sizes, and writes <out-dir>/images.txt
-// ("<name> <reference>" lines, the first tag) for scripts.
+// deviceplugin, and on request (-images coredns) the local cluster's CoreDNS
+// from a coredns binary built elsewhere (hack/lib/coredns.sh). Each image is
+// one layer of statically linked binaries plus /etc/passwd, /etc/group and
+// /tmp; each is written as a docker-archive tarball <out-dir>/<name>.tar
+// carrying every requested tag, ready for `ctr -n k8s.io images import` or
+// `docker load`. It prints each image's reference, digest and sizes, and
+// writes <out-dir>/images.txt ("<name> <reference>" lines, the first tag)
+// for scripts.
 //
 // Usage (hack/images.sh runs it):
 //
@@ -39,7 +41,7 @@ func main() {
 	outDir := flag.String("out-dir", "", "where the image tarballs go (required)")
 	repo := flag.String("repo", "localhost/multinet", "repository prefix: images are <repo>/<name>:<tag>")
 	tags := flag.String("tags", "dev", "comma-separated tags; every image gets all of them, the first is the one reported")
-	only := flag.String("images", "", "comma-separated image names to build (default: all)")
+	only := flag.String("images", "", "comma-separated image names to build (default: multinet's images; coredns only when named)")
 	version := flag.String("version", "dev", "org.opencontainers.image.version label")
 	revision := flag.String("revision", "", "org.opencontainers.image.revision label (git commit)")
 	source := flag.String("source", "https://github.com/multinet/multinet", "org.opencontainers.image.source label")
@@ -213,9 +215,17 @@ func printResults(w io.Writer, results []Result) {
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 
+// selectSpecs returns the named specs, in the order named; with no names,
+// every spec but the OnRequest ones.
 func selectSpecs(all []Spec, names []string) ([]Spec, error) {
 	if len(names) == 0 {
-		return all, nil
+		var out []Spec
+		for _, s := range all {
+			if !s.OnRequest {
+				out = append(out, s)
+			}
+		}
+		return out, nil
 	}
 	var out []Spec
 	for _, n := range names {

@@ -203,12 +203,19 @@ func TestRunWritesImportableArchives(t *testing.T) {
 			}
 		}
 	}
-	results, err := run(Specs, binDir, outDir, "localhost/multinet", []string{"v9", "dev"}, testMeta)
+	defaults, err := selectSpecs(Specs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, err := run(defaults, binDir, outDir, "localhost/multinet", []string{"v9", "dev"}, testMeta)
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
 	if len(results) != 3 {
 		t.Fatalf("results = %d, want 3", len(results))
+	}
+	if _, err := os.Stat(filepath.Join(outDir, "coredns.tar")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the default set built coredns (stat: %v); it is built only on request", err)
 	}
 	for _, r := range results {
 		if r.Compressed <= 0 || r.Uncompressed <= r.Compressed/2 || r.TarballSize < r.Compressed {
@@ -262,5 +269,65 @@ func TestSourceDateEpoch(t *testing.T) {
 	}
 	if _, err := sourceDateEpoch("soon"); err == nil {
 		t.Error("garbage: want an error")
+	}
+}
+
+// TestDefaultSpecsExcludeCoreDNS: hack/images.sh runs the tool without
+// -images and its binaries directory has no coredns, so the default set
+// must not include it; -images coredns selects it.
+func TestDefaultSpecsExcludeCoreDNS(t *testing.T) {
+	defaults, err := selectSpecs(Specs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range defaults {
+		names = append(names, s.Name)
+	}
+	if got := strings.Join(names, ","); got != "multinetd,webhook,deviceplugin" {
+		t.Errorf("default images = %s, want multinetd,webhook,deviceplugin", got)
+	}
+	if s, err := selectSpecs(Specs, []string{"coredns"}); err != nil || len(s) != 1 || s[0].Name != "coredns" {
+		t.Errorf("-images coredns: %v, %v", s, err)
+	}
+}
+
+func TestCoreDNSImage(t *testing.T) {
+	s := spec(t, "coredns")
+	bins := fakeBins(s)
+	img, cfg := build(t, s, bins)
+	if got := cfg.Config.Entrypoint; len(got) != 1 || got[0] != "/coredns" {
+		t.Errorf("Entrypoint = %q, want [/coredns] (the manifest passes -conf)", got)
+	}
+	if cfg.Config.User != "65532:65532" {
+		t.Errorf("User = %q, want 65532:65532 (port 53 through the ip_unprivileged_port_start sysctl)", cfg.Config.User)
+	}
+	if got := cfg.Config.Labels["org.opencontainers.image.title"]; got != "coredns" {
+		t.Errorf("title label = %q, want coredns", got)
+	}
+	entries := layerEntries(t, img)
+	if e, ok := entries["coredns"]; !ok || e.typ != tar.TypeReg || e.mode != 0o755 || e.data != string(bins["coredns"]) {
+		t.Errorf("/coredns: %+v (present %v)", e, ok)
+	}
+	if !strings.Contains(entries["etc/passwd"].data, "nonroot:x:65532:65532:") {
+		t.Errorf("/etc/passwd = %q, want the nonroot user", entries["etc/passwd"].data)
+	}
+
+	// As hack/lib/coredns.sh runs it: -images coredns, the binaries
+	// directory holding only coredns, the CoreDNS version as the tag.
+	binDir, outDir := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(binDir, "coredns"), bins["coredns"], 0o755); err != nil {
+		t.Fatal(err)
+	}
+	results, err := run([]Spec{s}, binDir, outDir, "localhost/multinet", []string{"v1.15.0"}, testMeta)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if len(results) != 1 || results[0].Ref != "localhost/multinet/coredns:v1.15.0" {
+		t.Fatalf("results = %+v", results)
+	}
+	ref, _ := name.NewTag("localhost/multinet/coredns:v1.15.0")
+	if _, err := tarball.ImageFromPath(filepath.Join(outDir, "coredns.tar"), &ref); err != nil {
+		t.Errorf("coredns.tar: %v", err)
 	}
 }
