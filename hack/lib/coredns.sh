@@ -7,8 +7,7 @@
 #
 # Source it after hack/lib/cluster.sh (it uses CACHE_DIR, MULTINET_ROOT,
 # TOOLS_DIR, LOG_DIR, KUBECONFIG_FILE, log, die, kc, kubectl_bin and
-# ctr_cmd). It defines variables and
-# functions and starts nothing:
+# ctr_cmd). It defines variables and functions and starts nothing:
 #
 #   ensure_coredns   builds the coredns binary and its image tarball into
 #                    $COREDNS_CACHE_DIR when missing (cold: minutes); needs
