@@ -29,7 +29,7 @@ generate: ## regenerate deepcopy code and CRDs (hack/update-codegen.sh)
 	@if [[ -x hack/update-codegen.sh ]]; then hack/update-codegen.sh; else echo "hack/update-codegen.sh not present; nothing to generate"; fi
 
 .PHONY: verify
-verify: ## gofmt check, go vet (also the e2e tag), generated code up to date
+verify: ## gofmt check, go vet (also the e2e tag), no deprecated API (staticcheck SA1019), generated code up to date
 	hack/verify.sh
 
 .PHONY: test

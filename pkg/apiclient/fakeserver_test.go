@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,9 +22,9 @@ import (
 // fakeAPIServer serves the REST paths of the two CRDs the way kube-apiserver
 // does for the parts the client uses: JSON only, resourceVersion on every
 // write, 404/409 as metav1.Status, status subresource for ipamclaims, JSON
-// merge patch, label selectors on list and watch, and watch streams that
-// replay from a resourceVersion. It is a narrow unit-test stand-in; the
-// real-apiserver tests live elsewhere.
+// merge patch, label selectors on list and watch, watch streams that
+// replay from a resourceVersion, and streaming lists (sendInitialEvents). It
+// is a narrow unit-test stand-in; the real-apiserver tests live elsewhere.
 type fakeAPIServer struct {
 	t   *testing.T
 	srv *httptest.Server
@@ -230,12 +232,22 @@ func (f *fakeAPIServer) list(w http.ResponseWriter, rt route, sel labels.Selecto
 }
 
 func (f *fakeAPIServer) watch(w http.ResponseWriter, r *http.Request, rt route, sel labels.Selector) {
+	q := r.URL.Query()
+	streamList := q.Get("sendInitialEvents") == "true"
+	if streamList && (q.Get("allowWatchBookmarks") != "true" || q.Get("resourceVersionMatch") != "NotOlderThan") {
+		writeStatus(w, http.StatusBadRequest, "BadRequest", "sendInitialEvents needs allowWatchBookmarks=true and resourceVersionMatch=NotOlderThan")
+		return
+	}
 	from := 0
-	if v := r.URL.Query().Get("resourceVersion"); v != "" {
+	var initial []map[string]any
+	if v := q.Get("resourceVersion"); v != "" && !streamList {
 		from, _ = strconv.Atoi(v)
 	} else {
 		f.mu.Lock()
 		from = f.rv
+		if streamList {
+			initial = f.matchingLocked(rt, sel)
+		}
 		f.mu.Unlock()
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -243,6 +255,9 @@ func (f *fakeAPIServer) watch(w http.ResponseWriter, r *http.Request, rt route, 
 	flusher := w.(http.Flusher)
 	flusher.Flush()
 	enc := json.NewEncoder(w)
+	if streamList && !f.sendInitialEvents(enc, rt, initial, from) {
+		return
+	}
 	for {
 		f.mu.Lock()
 		var pending []fakeEvent
@@ -266,6 +281,34 @@ func (f *fakeAPIServer) watch(w http.ResponseWriter, r *http.Request, rt route, 
 		case <-changed:
 		}
 	}
+}
+
+// matchingLocked returns copies of the objects of rt's resource and
+// namespace that sel matches, in key order; f.mu is held.
+func (f *fakeAPIServer) matchingLocked(rt route, sel labels.Selector) []map[string]any {
+	var out []map[string]any
+	for _, key := range slices.Sorted(maps.Keys(f.objects)) {
+		if obj := f.objects[key]; strings.HasPrefix(key, rt.resource+"/") && matches(obj, rt.ns, sel) {
+			out = append(out, deepCopyJSON(obj))
+		}
+	}
+	return out
+}
+
+// sendInitialEvents writes a streaming list's start as kube-apiserver does:
+// an ADDED event per object, then a BOOKMARK at rv annotated
+// k8s.io/initial-events-end. It reports whether the client is still there.
+func (f *fakeAPIServer) sendInitialEvents(enc *json.Encoder, rt route, objs []map[string]any, rv int) bool {
+	for _, obj := range objs {
+		if err := enc.Encode(map[string]any{"type": "ADDED", "object": obj}); err != nil {
+			return false
+		}
+	}
+	bookmark := map[string]any{"apiVersion": rt.res.apiVersion, "kind": rt.res.kind, "metadata": map[string]any{
+		"resourceVersion": strconv.Itoa(rv),
+		"annotations":     map[string]any{"k8s.io/initial-events-end": "true"},
+	}}
+	return enc.Encode(map[string]any{"type": "BOOKMARK", "object": bookmark}) == nil
 }
 
 // emitLocked records an event; f.mu is held.

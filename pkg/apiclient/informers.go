@@ -24,6 +24,8 @@ type TweakListOptionsFunc func(*metav1.ListOptions)
 // added, so NewNetworkAttachmentDefinitionLister(inf.GetIndexer()).List(ns)
 // is an index lookup. Run it with inf.RunWithContext(ctx); call
 // inf.SetTransform before that to drop fields the caller does not need.
+// It fills its cache with a streaming list; a fake cs whose watch cannot
+// stream one must have IsWatchListSemanticsUnSupported() return true.
 func NewNetworkAttachmentDefinitionInformer(cs Interface, namespace string, resync time.Duration, indexers cache.Indexers) cache.SharedIndexInformer {
 	return NewFilteredNetworkAttachmentDefinitionInformer(cs, namespace, resync, indexers, nil)
 }
@@ -33,7 +35,7 @@ func NewNetworkAttachmentDefinitionInformer(cs Interface, namespace string, resy
 // through tweak (may be nil).
 func NewFilteredNetworkAttachmentDefinitionInformer(cs Interface, namespace string, resync time.Duration, indexers cache.Indexers, tweak TweakListOptionsFunc) cache.SharedIndexInformer {
 	c := cs.NetworkAttachmentDefinitions(namespace)
-	lw := listWatch(tweak,
+	lw := listWatch(cs, tweak,
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) },
 		c.Watch)
 	return cache.NewSharedIndexInformer(lw, &nadv1.NetworkAttachmentDefinition{}, resync, withNamespaceIndex(indexers))
@@ -50,17 +52,23 @@ func NewIPAMClaimInformer(cs Interface, namespace string, resync time.Duration, 
 // calls pass through tweak (may be nil).
 func NewFilteredIPAMClaimInformer(cs Interface, namespace string, resync time.Duration, indexers cache.Indexers, tweak TweakListOptionsFunc) cache.SharedIndexInformer {
 	c := cs.IPAMClaims(namespace)
-	lw := listWatch(tweak,
+	lw := listWatch(cs, tweak,
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return c.List(ctx, o) },
 		c.Watch)
 	return cache.NewSharedIndexInformer(lw, &v1alpha1.IPAMClaim{}, resync, withNamespaceIndex(indexers))
 }
 
-func listWatch(tweak TweakListOptionsFunc,
+// listWatch is the informer's ListerWatcher. Its reflector fills the cache
+// with a streaming list (a watch with sendInitialEvents; client-go's
+// WatchListClient, on by default since 1.35) and falls back to list and watch
+// when the API server refuses one. A cs that reports
+// IsWatchListSemanticsUnSupported() true (a unit-test fake that cannot stream
+// a list) gets list and watch at once, as with client-go's own informers.
+func listWatch(cs Interface, tweak TweakListOptionsFunc,
 	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
 	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error),
-) *cache.ListWatch {
-	return &cache.ListWatch{
+) cache.ListerWatcher {
+	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			if tweak != nil {
 				tweak(&o)
@@ -73,7 +81,7 @@ func listWatch(tweak TweakListOptionsFunc,
 			}
 			return watchFn(ctx, o)
 		},
-	}
+	}, cs)
 }
 
 // withNamespaceIndex returns a copy of indexers with cache.NamespaceIndex.

@@ -3,6 +3,7 @@ package apiclient_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,6 +60,10 @@ func TestNetworkAttachmentDefinitionInformerAndLister(t *testing.T) {
 	inf := apiclient.NewNetworkAttachmentDefinitionInformer(cs, metav1.NamespaceAll, 0, nil)
 	lister := apiclient.NewNetworkAttachmentDefinitionLister(inf.GetIndexer())
 	startInformer(t, ctx, inf)
+	// The cache was filled by a streaming list, as from kube-apiserver.
+	if gets := informerGets(f); len(gets) != 1 || !strings.Contains(gets[0].Query, "sendInitialEvents=true") {
+		t.Errorf("informer requests %+v, want one watch with sendInitialEvents=true", gets)
+	}
 
 	all, err := lister.List(metav1.NamespaceAll)
 	if err != nil || !slices.Equal(names(all), []string{"ns1/net-a", "ns1/net-b", "ns2/net-c"}) {
@@ -155,6 +160,42 @@ func TestIPAMClaimInformerNamespaceAndTweak(t *testing.T) {
 		if r.Method == "GET" && r.Path != "/apis/k8s.cni.cncf.io/v1alpha1/namespaces/ns1/ipamclaims" {
 			t.Errorf("informer requested %s, want only namespace ns1", r.Path)
 		}
+	}
+}
+
+// informerGets returns the GET requests the fake API server saw.
+func informerGets(f *fakeAPIServer) []fakeRequest {
+	var gets []fakeRequest
+	for _, r := range f.requestLog() {
+		if r.Method == "GET" {
+			gets = append(gets, r)
+		}
+	}
+	return gets
+}
+
+// noStreamingList is a client that declares, as client-go's fake clientsets
+// do, that it cannot serve a streaming list.
+type noStreamingList struct{ apiclient.Interface }
+
+func (noStreamingList) IsWatchListSemanticsUnSupported() bool { return true }
+
+// An informer over such a client lists, then watches.
+func TestInformerListsWhenClientCannotStream(t *testing.T) {
+	f := newFakeAPIServer(t)
+	ctx := testContext(t)
+	cs := newClient(t, f)
+	if _, err := cs.NetworkAttachmentDefinitions("ns1").Create(ctx, nad("ns1", "net-a", "{}", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	inf := apiclient.NewNetworkAttachmentDefinitionInformer(noStreamingList{cs}, metav1.NamespaceAll, 0, nil)
+	startInformer(t, ctx, inf)
+	if _, err := apiclient.NewNetworkAttachmentDefinitionLister(inf.GetIndexer()).Get("ns1", "net-a"); err != nil {
+		t.Errorf("Get(ns1, net-a) after sync: %v", err)
+	}
+	if gets := informerGets(f); len(gets) == 0 || strings.Contains(gets[0].Query, "watch=true") {
+		t.Errorf("informer requests %+v, want a list first", gets)
 	}
 }
 

@@ -19,7 +19,7 @@ func TestPodCacheGetMirrorPod(t *testing.T) {
 		Annotations: map[string]string{corev1.MirrorPodAnnotationKey: "static-uid", "kubernetes.io/config.source": "file"},
 	}, Spec: corev1.PodSpec{NodeName: "node1"}}
 	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "uid-2"}, Spec: corev1.PodSpec{NodeName: "node1"}}
-	c, err := NewPodCache(fake.NewSimpleClientset(mirror, other), PodCacheOptions{NodeName: "node1", Wait: 20 * time.Millisecond})
+	c, err := NewPodCache(fake.NewClientset(mirror, other), PodCacheOptions{NodeName: "node1", Wait: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -542,13 +542,13 @@ func TestResolveWithoutCNIVersionRunsAsLibcni(t *testing.T) {
 				return
 			}
 			// libcni on the original config: a list as it is, a single config
-			// through ConfListFromConf.
+			// as a runtime loads a .conf file (LoadNetworkConf converts it to
+			// a one-plugin list).
 			orig, err := libcni.NetworkConfFromBytes([]byte(tt.config))
 			if !strings.Contains(tt.config, `"plugins"`) {
-				var pc *libcni.PluginConfig
-				if pc, err = libcni.NetworkPluginConfFromBytes([]byte(tt.config)); err == nil {
-					orig, err = libcni.ConfListFromConf(pc)
-				}
+				dir := t.TempDir()
+				writeFile(t, dir, "10-nad1.conf", tt.config)
+				orig, err = libcni.LoadNetworkConf(dir, "nad1")
 			}
 			if err != nil {
 				t.Fatalf("libcni refuses the original config: %v", err)

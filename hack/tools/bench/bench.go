@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
+
+	"github.com/multinet/multinet/pkg/netconf"
 )
 
 // benchNet is one of the two bridge networks the bench creates as NADs.
@@ -137,13 +139,11 @@ func (b *bench) prepare(ctx context.Context) error {
 		nets: []attachment{{list: runtimeList, ifName: "eth0"}}}
 	direct := []attachment{{list: defaultList, ifName: "eth0"}}
 	for i, n := range b.nets {
-		conf, err := libcni.ConfFromBytes([]byte(n.config))
+		// The list multinetd runs for the NAD: its single config as the
+		// one plugin of a list.
+		list, err := netconf.Resolve(b.o.namespace, n.name, n.config, nil)
 		if err != nil {
-			return err
-		}
-		list, err := libcni.ConfListFromConf(conf)
-		if err != nil {
-			return err
+			return fmt.Errorf("bench network %s: %w", n.name, err)
 		}
 		direct = append(direct, attachment{list: list, ifName: fmt.Sprintf("net%d", i+1)})
 	}

@@ -51,6 +51,10 @@ func (f fakeNADs) NetworkAttachmentDefinitions(string) apiclient.NetworkAttachme
 	return fakeNADClient{items: f.items}
 }
 
+// IsWatchListSemanticsUnSupported: its watch never streams the initial list,
+// so the informer lists first (as with client-go's fake clientsets).
+func (fakeNADs) IsWatchListSemanticsUnSupported() bool { return true }
+
 type fakeNADClient struct {
 	apiclient.NetworkAttachmentDefinitionInterface
 	items []nadv1.NetworkAttachmentDefinition
