@@ -47,6 +47,10 @@ test-e2e: ## cluster-up, go test -tags e2e ./test/e2e/..., cluster-down (even on
 test-e2e-kindnet: ## the e2e suite on a cluster whose default network is kind's kindnet conflist (ptp + host-local /run/cni-ipam-state + portmap)
 	DEFAULT_NETWORK=kindnet hack/e2e.sh
 
+.PHONY: test-k8s-versions
+test-k8s-versions: ## the e2e suite on the oldest and newest maintained Kubernetes minors (K8S_VERSIONS, default "v1.35.4 v1.37.2"), a fresh cluster each (hack/k8s-versions.sh; ~25 min warm)
+	hack/k8s-versions.sh
+
 .PHONY: test-multus-e2e
 test-multus-e2e: ## Multus's e2e scenarios re-written for multinet (hack/multus-e2e.sh; needs cluster-up, root; restarts multinetd twice)
 	hack/multus-e2e.sh $(MULTUS_E2E_ARGS)

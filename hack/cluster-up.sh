@@ -224,15 +224,17 @@ write_containerd_config() {
 # containerd $CONTAINERD_VERSION of the multinet local cluster
 # (hack/cluster-up.sh). Everything under $CONTAINERD_DIR; CNI dirs are the
 # cluster's own, never /etc/cni/net.d.
-version = 3
+version = 4
 root = "$CONTAINERD_DIR/root"
 state = "$CONTAINERD_DIR/state"
+# Not the host's /etc/containerd/conf.d (the default).
+imports = []
 disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.erofs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing", "io.containerd.nri.v1.nri"]
 
-[grpc]
+[plugins."io.containerd.server.v1.grpc"]
   address = "$CONTAINERD_SOCKET"
 
-[ttrpc]
+[plugins."io.containerd.server.v1.ttrpc"]
   address = "$CONTAINERD_DIR/containerd.sock.ttrpc"
 
 [plugins."io.containerd.internal.v1.opt"]
@@ -274,7 +276,7 @@ start_containerd() {
     "$RUNC_CACHE_DIR/runc" "$CLUSTER_BIN_DIR/"
   write_containerd_config
   # containerd finds its shim on PATH; runc-oomfix execs MULTINET_RUNC.
-  start_component containerd env PATH="$CLUSTER_BIN_DIR:$PATH" MULTINET_RUNC="$CLUSTER_BIN_DIR/runc" \
+  PATH="$CLUSTER_BIN_DIR:$PATH" MULTINET_RUNC="$CLUSTER_BIN_DIR/runc" start_component containerd \
     "$CLUSTER_BIN_DIR/containerd" --config "$CONTAINERD_DIR/config.toml" --log-level warn
   wait_until "containerd socket" 60 containerd ctr_cmd version
   "$TOOLS_DIR/mkimage" -busybox /bin/busybox -ref "$IMAGE_REF" -o "$CLUSTER_DIR/busybox-image.tar"
@@ -287,7 +289,13 @@ start_containerd() {
 # default_network_conflist prints the default network as a distribution
 # ships it, with this cluster's bridge and subnet (DEFAULT_NETWORK):
 #   containerd: containerd's example 10-containerd-net.conflist (bridge,
-#     host-local with its default dataDir /var/lib/cni/networks, portmap);
+#     host-local with its default dataDir /var/lib/cni/networks, portmap),
+#     with one change: "hairpinMode": true instead of "promiscMode": true
+#     (the bridge plugin refuses both). With kube-proxy and br_netfilter a
+#     pod reaches its own Service only through hairpin on its bridge port:
+#     the DNATed frame goes back out the port it came in on. The promiscuous
+#     bridge does not make that work (kubenet paired it with ebtables rules);
+#     e2e TestServicesAndClusterDNS fails with the example as shipped;
 #   kindnet: kind's kindnetd conflist (ptp, host-local with dataDir
 #     /run/cni-ipam-state, portmap).
 # Both keep their state in the node's standard directories, which is why
@@ -330,7 +338,7 @@ EOF
       "bridge": "$BRIDGE_NAME",
       "isGateway": true,
       "ipMasq": true,
-      "promiscMode": true,
+      "hairpinMode": true,
       "ipam": {
         "type": "host-local",
         "ranges": [[{"subnet": "$POD_CIDR"}]],
@@ -393,6 +401,7 @@ export DNS_SERVICE_IP=$DNS_SERVICE_IP
 export CLUSTER_DOMAIN=$CLUSTER_DOMAIN
 export CONTAINERD_SOCKET=$CONTAINERD_SOCKET
 export CONTAINERD_NAMESPACE=$CONTAINERD_NAMESPACE
+export CONTAINERD_NETNS_DIR=$CONTAINERD_NETNS_DIR
 export KUBELET_ROOT_DIR=$KUBELET_ROOT_DIR
 export STATIC_POD_DIR=$STATIC_POD_DIR
 export PODRESOURCES_SOCKET=$PODRESOURCES_SOCKET
@@ -551,11 +560,11 @@ up() {
   log "etcd and kube-apiserver ready ($((SECONDS - t1))s)"
   apply_crds
   start_controllers
-  start_kube_proxy
   start_containerd
   run_cni_hook
   start_kubelet
   log "node $NODE_NAME Ready ($((SECONDS - t1))s after start)"
+  start_kube_proxy
   deploy_manifests
   deploy_coredns
   smoke_test

@@ -25,12 +25,14 @@ import (
 
 // statusPlugin is a delegate whose STATUS fails (code 50, "the plugin is
 // not available") while the file its config names in "markerFile" exists;
-// ADD passes prevResult through.
+// ADD appends CNI_NETNS to "<markerFile>.adds" and passes prevResult through.
 const statusPlugin = `#!/bin/sh
 conf=$(cat)
 marker=$(printf '%s' "$conf" | jq -r '.markerFile')
 case "$CNI_COMMAND" in
-ADD) printf '%s' "$conf" | jq -c '.prevResult' ;;
+ADD)
+  printf '%s\n' "$CNI_NETNS" >>"$marker.adds"
+  printf '%s' "$conf" | jq -c '.prevResult' ;;
 STATUS)
   if [ -e "$marker" ]; then
     printf '{"cniVersion":"1.1.0","code":50,"msg":"%s"}' "$(cat "$marker")"
@@ -98,8 +100,10 @@ func waitCNIVersion(t *testing.T, multinetConf, v string) {
 // TestRuntimeStatusFollowsTheDefaultNetwork: with a CNI 1.1.0 default
 // network, containerd's STATUS call goes through multinet to the default
 // network's delegates: a delegate reporting "not available" makes the node
-// NotReady with its message, and the node is Ready again once it recovers;
-// pods still get the default network through the 1.1.0 chain.
+// NotReady with its message, and the node is Ready again once it recovers.
+// containerd reloads the rewritten conflist (a pod's ADD runs the new
+// chain) and hands delegates the pod's network namespace under its state
+// dir (netns_mounts_under_state_dir).
 func TestRuntimeStatusFollowsTheDefaultNetwork(t *testing.T) {
 	defConf := testCluster.mustEnv(t, "DEFAULT_NETWORK_CONF")
 	confDir := testCluster.mustEnv(t, "CNI_CONF_DIR")
@@ -157,5 +161,15 @@ func TestRuntimeStatusFollowsTheDefaultNetwork(t *testing.T) {
 	p := runPod(t, podSpec(ns, "after-status", ""))
 	if p.Status.PodIP == "" {
 		t.Errorf("pod on the 1.1.0 default network has no IP")
+	}
+	adds, err := os.ReadFile(marker + ".adds")
+	if err != nil {
+		t.Fatalf("the 1.1.0 chain's last delegate never ran ADD (containerd did not reload the conflist?): %v", err)
+	}
+	netnsDir := testCluster.mustEnv(t, "CONTAINERD_NETNS_DIR")
+	for _, l := range strings.Fields(string(adds)) {
+		if !strings.HasPrefix(l, netnsDir+"/") {
+			t.Errorf("CNI_NETNS %s, want containerd's netns under %s", l, netnsDir)
+		}
 	}
 }

@@ -24,36 +24,62 @@ import (
 // cluster DNS, and multinet's components reach the API server the way they
 // do on any cluster.
 
-// podWget runs busybox wget in the pod until it answers want (Services and
-// DNS records take a moment to be programmed), and fails with the last
-// answer otherwise.
-func podWget(t *testing.T, ns, pod, url, want string) {
+// podHTTPGet sends GET / over HTTP/1.0 to addr ("ip:port") from the pod,
+// with busybox nc (the static busybox's wget crashes on a 200 answer), until
+// the body's last line is want (Services take a moment to be programmed);
+// it fails with the last answer otherwise.
+func podHTTPGet(t *testing.T, ns, pod, addr, want string) {
 	t.Helper()
+	host, port, _ := strings.Cut(addr, ":")
 	ctx := testContext(t, 90*time.Second)
 	var out string
 	var err error
 	poll := wait.PollUntilContextTimeout(ctx, time.Second, 60*time.Second, true, func(ctx context.Context) (bool, error) {
-		out, err = kubectl(ctx, "-n", ns, "exec", pod, "--", "wget", "-q", "-T", "3", "-O", "-", url)
-		return err == nil && strings.TrimSpace(out) == want, nil
+		out, err = kubectl(ctx, "-n", ns, "exec", pod, "--", "sh", "-c",
+			fmt.Sprintf(`printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 %s %s`, host, port))
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		return err == nil && strings.HasPrefix(out, "HTTP/1.") && strings.TrimSpace(lines[len(lines)-1]) == want, nil
 	})
 	if poll != nil {
-		t.Fatalf("in %s/%s: wget %s = %q (%v), want %q", ns, pod, url, out, err, want)
+		t.Fatalf("in %s/%s: GET http://%s/ = %q (%v), want body %q", ns, pod, addr, out, err, want)
 	}
 }
 
-// podLookup resolves name with busybox nslookup in the pod (cluster DNS)
-// and returns the output once it holds want.
-func podLookup(t *testing.T, ns, pod, name, want string) {
+// podResolve resolves name through cluster DNS with busybox nslookup in the
+// pod (the pod's resolv.conf: the kube-dns Service and the search path) and
+// returns the address of the answer, retrying until there is one. (The
+// test image's static busybox wget and nc cannot resolve names (static
+// glibc has no NSS), so names are resolved here and nc is given the
+// address.)
+func podResolve(t *testing.T, ns, pod, name string) string {
 	t.Helper()
 	ctx := testContext(t, 90*time.Second)
-	var out string
+	var out, addr string
 	poll := wait.PollUntilContextTimeout(ctx, time.Second, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		out, _ = kubectl(ctx, "-n", ns, "exec", pod, "--", "nslookup", name)
-		return strings.Contains(out, want), nil
+		addr = nslookupAddress(out)
+		return addr != "", nil
 	})
 	if poll != nil {
-		t.Fatalf("in %s/%s: nslookup %s = %q, want an answer with %s", ns, pod, name, out, want)
+		t.Fatalf("in %s/%s: nslookup %s = %q, want an address", ns, pod, name, out)
 	}
+	return addr
+}
+
+// nslookupAddress returns the first address busybox nslookup printed after
+// a "Name:" line (the lines before it are the server's own address).
+func nslookupAddress(out string) string {
+	named := false
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) == 2 && f[0] == "Name:":
+			named = true
+		case named && len(f) == 2 && f[0] == "Address:":
+			return f[1]
+		}
+	}
+	return ""
 }
 
 // webPod is a pod on the default network and the secondary network blue
@@ -82,28 +108,36 @@ func createService(t *testing.T, ns, name string) *corev1.Service {
 }
 
 // TestServicesAndClusterDNS: a pod with a secondary network resolves a
-// Service's name through cluster DNS and reaches the Service (kube-proxy),
-// and a pod reaches its own Service (hairpin through the default network),
-// by full name, short name and ClusterIP.
+// Service's name (full, and short through the search path) and the kubernetes Service's through cluster DNS, and reaches the
+// Service (kube-proxy); a pod resolves and reaches its own Service (hairpin
+// through the default network).
 func TestServicesAndClusterDNS(t *testing.T) {
 	ns := newNamespace(t)
 	bridgeNet(t, ns, "blue", "1.0.0", nil)
 	body := "svc-" + randHex(4)
 	web := runPod(t, webPod(ns, "web", body))
 	client := runPod(t, podSpec(ns, "client", "blue"))
-	checkStatusMatchesPod(t, web, []string{ns + "/blue"})
-	checkStatusMatchesPod(t, client, []string{ns + "/blue"})
+	checkStatusMatchesPod(t, web, []string{"eth0", "net1"})
+	checkStatusMatchesPod(t, client, []string{"eth0", "net1"})
 	svc := createService(t, ns, "web")
 	fqdn := "web." + ns + ".svc.cluster.local"
 
-	podLookup(t, ns, "client", fqdn, svc.Spec.ClusterIP)
-	podLookup(t, ns, "client", "kubernetes.default.svc.cluster.local", testCluster.mustEnv(t, "FIRST_SERVICE_IP"))
-	podWget(t, ns, "client", "http://"+fqdn+"/", body)
-	podWget(t, ns, "client", "http://web/", body)
-	podWget(t, ns, "client", "http://"+svc.Spec.ClusterIP+"/", body)
+	// (busybox's resolver applies the search path to names without a dot
+	// only.)
+	for _, name := range []string{fqdn, "web"} {
+		if got := podResolve(t, ns, "client", name); got != svc.Spec.ClusterIP {
+			t.Errorf("client resolves %s to %s, want the Service's ClusterIP %s", name, got, svc.Spec.ClusterIP)
+		}
+	}
+	if got := podResolve(t, ns, "client", "kubernetes.default.svc.cluster.local"); got != testCluster.mustEnv(t, "FIRST_SERVICE_IP") {
+		t.Errorf("kubernetes.default.svc.cluster.local resolves to %s, want %s", got, testCluster.mustEnv(t, "FIRST_SERVICE_IP"))
+	}
+	podHTTPGet(t, ns, "client", svc.Spec.ClusterIP+":80", body)
 	// Hairpin: the Service's only endpoint is the pod asking.
-	podWget(t, ns, "web", "http://web/", body)
-	podWget(t, ns, "web", "http://"+svc.Spec.ClusterIP+"/", body)
+	if got := podResolve(t, ns, "web", "web"); got != svc.Spec.ClusterIP {
+		t.Errorf("web resolves web to %s, want %s", got, svc.Spec.ClusterIP)
+	}
+	podHTTPGet(t, ns, "web", svc.Spec.ClusterIP+":80", body)
 }
 
 // TestComponentsUseInClusterConfiguration: multinetd and the webhook reach
