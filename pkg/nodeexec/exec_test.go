@@ -224,12 +224,18 @@ func TestLauncherRestartsItsHelper(t *testing.T) {
 		t.Fatalf("first run: %v", err)
 	}
 	e.Launcher.mu.Lock()
-	old := e.Launcher.proc.Process
+	old, exited := e.Launcher.proc.Process, e.Launcher.exited
 	e.Launcher.mu.Unlock()
 	if err := old.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond)
+	// Until the helper is reaped its end of the control socket may still
+	// take a request (SIGKILL lands when the kernel next runs it).
+	select {
+	case <-exited:
+	case <-testCtx(t).Done():
+		t.Fatal("the killed helper was not reaped")
+	}
 	if _, err := e.ExecPlugin(testCtx(t), probeBin, nil, nil); err != nil {
 		t.Fatalf("after the helper died: %v", err)
 	}
