@@ -112,7 +112,7 @@ KUBE_PROXY_METRICS_PORT=10249
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kube-proxy containerd kubelet)
 
 # gcc, libc6-dev, pkg-config and libseccomp-dev build runc (cgo, seccomp).
-APT_PACKAGES=(etcd-server busybox-static iproute2 jq openssl conntrack iptables socat curl util-linux procps
+APT_PACKAGES=(etcd-server busybox-static iproute2 jq openssl conntrack iptables curl util-linux procps
   gcc libc6-dev pkg-config libseccomp-dev)
 K8S_COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet kubectl)
 CNI_PLUGINS=(
@@ -431,7 +431,7 @@ ensure_k8s_binaries() {
 # ensure_containerd builds containerd, its runc shim and ctr at
 # CONTAINERD_VERSION from the module proxy into $CONTAINERD_CACHE_DIR when
 # missing (static, without the btrfs snapshotter, as the release tarballs'
-# static variant). Cold: about 4 min on 2 cores.
+# static variant). Cold: about 3 min on 2 cores.
 ensure_containerd() {
   local bins=(containerd containerd-shim-runc-v2 ctr) b missing=0
   for b in "${bins[@]}"; do [[ -x $CONTAINERD_CACHE_DIR/$b ]] || missing=1; done
