@@ -148,6 +148,64 @@ func TestAddDeviceNetworks(t *testing.T) {
 	}
 }
 
+// A resourceName NAD whose plugins do not declare CNIDeviceInfoFile (as
+// SR-IOV-style NADs usually do not) still gets the device plugin's
+// device-info copied into a CNI device-info file and published in
+// network-status (device-info spec §4.2, §6); the plugin is not handed the
+// path, and DEL removes the file.
+func TestAddDeviceInfoWithoutCapability(t *testing.T) {
+	ids := []string{"0000:00:02.0"}
+	d := newDeviceEnv(t, ids...)
+	d.nads.put(podNS, "nocap-net", `{"cniVersion":"1.0.0","name":"nocap-net","plugins":[{"type":"mnu-echo","capabilities":{"deviceID":true}}]}`,
+		map[string]string{nadv1.ResourceNameAnnotation: devResource})
+	info := &devinfo.DeviceInfo{Type: devinfo.TypePCI, Version: devinfo.SpecVersion, PCI: &devinfo.PCI{PCIAddress: ids[0]}}
+	if _, err := d.devinfo.WriteDP(devResource, ids[0], info); err != nil {
+		t.Fatal(err)
+	}
+	pod := d.podWithNetworks("nocap-net")
+	id := "ctr-" + cnitest.UniqueName("")
+	d.add(id, pod)
+
+	rc := d.runtimeConfig("ADD", "net1")
+	if rc["deviceID"] != ids[0] {
+		t.Errorf("runtimeConfig deviceID = %q, want %q", rc["deviceID"], ids[0])
+	}
+	if f, ok := rc["CNIDeviceInfoFile"]; ok {
+		t.Errorf("the plugin does not declare CNIDeviceInfoFile, yet got it: %q", f)
+	}
+	want, err := info.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, s := range d.networkStatus(pod) {
+		if s.Interface == "net1" {
+			found = true
+			if !jsonEqual(t, s.DeviceInfo, want) {
+				t.Errorf("network-status net1 device-info = %s, want the device plugin's %s", s.DeviceInfo, want)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("network-status has no net1")
+	}
+	rec, err := d.store.Load(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := rec.Attachments[1].DeviceInfoFile
+	if filepath.Dir(file) != d.devinfo.CNIDir() {
+		t.Fatalf("record's CNI device-info file %q is not in %s", file, d.devinfo.CNIDir())
+	}
+	if got, err := devinfo.ReadFile(file); err != nil || got.PCI == nil || got.PCI.PCIAddress != ids[0] {
+		t.Errorf("CNI device-info file %s = %+v (%v), want the device plugin's", file, got, err)
+	}
+	d.del(id, pod)
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Errorf("CNI device-info file %s after DEL: %v, want it removed", file, err)
+	}
+}
+
 // A pod selecting more attachments of a resource than kubelet allocated
 // devices fails before any delegate runs, naming the resource.
 func TestAddDeviceNotAllocated(t *testing.T) {

@@ -273,13 +273,24 @@ func (e *Engine) podDevices(ctx context.Context, namespace, name string) (map[st
 	}
 }
 
-// prepareDeviceInfoFiles hands every attachment whose plugins declare
-// CNIDeviceInfoFile the path of its CNI device-info file, after copying the
-// device plugin's file there when there is one (device-info spec §4.2, §5).
+// prepareDeviceInfoFiles makes the CNI device-info file of every attachment
+// with a device (its NAD has a resourceName and kubelet allocated one):
+// the device plugin's file for that device is copied there whether or not
+// the plugins declare CNIDeviceInfoFile (device-info spec §4.2, "If the
+// Network Attachment Definition contains a resourceName key, the NPWG
+// Implementation must query Kubelet to find the DeviceID of the allocated
+// resource and copy the content of the corresponding Device Plugin Device
+// Information File into the generated CNI Plugin Device Information File."),
+// so that network-status carries it (§6). The capability decides only
+// whether the path is handed to the plugins (runtimeConfig
+// CNIDeviceInfoFile); a plugin declaring it gets a path even without a
+// device, to write its own. p.deviceInfoFiles[i] is the file, "" when
+// there is none.
 func (e *Engine) prepareDeviceInfoFiles(containerID string, p *plan) error {
 	for i := range p.attachments {
 		a := &p.attachments[i]
-		if !a.Declares(netconf.CapDeviceInfoFile) {
+		declares := a.Declares(netconf.CapDeviceInfoFile)
+		if !declares && p.deviceIDs[i] == "" {
 			continue
 		}
 		unique, err := devinfo.UniqueName(containerID, a.NetworkKey, a.IfName)
@@ -292,6 +303,10 @@ func (e *Engine) prepareDeviceInfoFiles(containerID string, p *plan) error {
 			if err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return planError(types.ErrInvalidNetworkConfig, "network %s: device-info of %s device %s: %v", a.NetworkKey, p.resources[i], p.deviceIDs[i], err)
 			}
+		}
+		if !declares {
+			p.deviceInfoFiles[i] = path
+			continue
 		}
 		if path == "" {
 			if path, err = e.opts.DevInfo.CNIPath(unique); err != nil {

@@ -198,7 +198,13 @@ func netdevNet(t *testing.T, ns, name, resourceName string) *testNet {
 // attachment the device's device-info, device-info spec §4.2, §5.3.8).
 func vhostNet(t *testing.T, ns, name, resourceName string) *testNet {
 	t.Helper()
-	tn := bridgeNet(t, ns, name, "1.1.0", map[string]bool{"deviceID": true, "CNIDeviceInfoFile": true})
+	return vhostNetCaps(t, ns, name, resourceName, map[string]bool{"deviceID": true, "CNIDeviceInfoFile": true})
+}
+
+// vhostNetCaps is vhostNet whose plugin declares caps.
+func vhostNetCaps(t *testing.T, ns, name, resourceName string, caps map[string]bool) *testNet {
+	t.Helper()
+	tn := bridgeNet(t, ns, name, "1.1.0", caps)
 	ctx := testContext(t, 30*time.Second)
 	nads := testCluster.multi.NetworkAttachmentDefinitions(ns)
 	nad, err := nads.Get(ctx, name, metav1.GetOptions{})

@@ -185,15 +185,27 @@ func TestDeviceNetdevPod(t *testing.T) {
 // network reports in network-status the device-info the device plugin wrote
 // for the allocated slot (type, version, mode, path); the slot is mounted in
 // the container; the CNI device-info file exists while the pod runs and is
-// gone after DEL.
+// gone after DEL. The same when the NAD's plugin does not declare the
+// CNIDeviceInfoFile capability, as SR-IOV-style NADs usually do not
+// (device-info spec §4.2: the copy is due for every resourceName NAD; the
+// capability only decides whether the plugin gets the path).
 func TestDeviceVhostUserDeviceInfo(t *testing.T) {
+	for name, caps := range map[string]map[string]bool{
+		"CNIDeviceInfoFile":    {"deviceID": true, "CNIDeviceInfoFile": true},
+		"no CNIDeviceInfoFile": {"deviceID": true},
+	} {
+		t.Run(name, func(t *testing.T) { testVhostUserDeviceInfo(t, caps) })
+	}
+}
+
+func testVhostUserDeviceInfo(t *testing.T, caps map[string]bool) {
 	env := devicesEnv(t)
 	vhost := env["VHOST_RESOURCE"]
 	if free := freeDevices(t, vhost); free < 1 {
 		t.Fatalf("no free %s on the node (%d)", vhost, free)
 	}
 	ns := newNamespace(t)
-	vh := vhostNet(t, ns, "vh", vhost)
+	vh := vhostNetCaps(t, ns, "vh", vhost, caps)
 	p := podSpec(ns, "vhost", "vh")
 	waitInjected(t, p, vhost, 1)
 	got := runPod(t, p)
