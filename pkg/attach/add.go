@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 	"strings"
 	"time"
 
@@ -129,6 +129,17 @@ func (e *Engine) Add(ctx context.Context, req *api.Request) ([]byte, error) {
 	if p.gatewayRequested {
 		if routedVia, err = setDefaultRoute(req.Netns, p, results); err != nil {
 			return nil, e.failAdd(ctx, req, rec, p, len(p.attachments), err)
+		}
+		if len(routedVia) == 0 {
+			// "default-route": [] (the list "may be empty", §4.1.2.1.9) and
+			// the attachment's result has no gateway: nothing to route
+			// through, so no default route request. The pod keeps its
+			// default routes and network-status reports them on the default
+			// network, as when no element has the key.
+			a := p.attachments[p.gateway]
+			e.warningEvent(p.pod, kube.ReasonValueIgnored, "network %s: %q: [] asks for the pod's default route on %s, but its CNI result has no gateway: no default route changed, the pod keeps the default network's (spec §4.1.2.1.9)",
+				a.NetworkKey, "default-route", a.IfName)
+			p.gateway = 0
 		}
 	}
 
@@ -327,6 +338,11 @@ func (e *Engine) warn(p *plan, err error) {
 // networkStatus builds the pod's network-status list (spec §5) from the
 // results, default network first. routedVia are the gateways setDefaultRoute
 // installed for the "default-route" attachment (nil when none was chosen).
+//
+// An optional value that cannot be published (a nameserver that is not an
+// IP address, a device-info file that cannot be read or used) is left out
+// of its entry and named in a Warning Event on the pod: the attachments are
+// made, and network-status only reports them (§5).
 func (e *Engine) networkStatus(p *plan, results []types.Result, routedVia []string) ([]status.NetworkStatus, error) {
 	list := make([]status.NetworkStatus, 0, len(results))
 	for i, a := range p.attachments {
@@ -343,21 +359,32 @@ func (e *Engine) networkStatus(p *plan, results []types.Result, routedVia []stri
 			opts.GatewayRequest = routedVia
 		}
 		if f := p.deviceInfoFiles[i]; f != "" {
-			if d, err := os.ReadFile(f); err == nil {
-				if _, derr := devinfo.Decode(d); derr == nil {
-					opts.DeviceInfo = d
-				} else {
-					return nil, fmt.Errorf("network %s: device-info file %s: %w", a.NetworkKey, f, derr)
-				}
+			// No file: no plugin wrote one (device-info spec §5.1.2).
+			d, err := devinfo.ReadFileRaw(f)
+			switch {
+			case err == nil:
+				opts.DeviceInfo = d
+			case !errors.Is(err, fs.ErrNotExist):
+				e.omitted(p, a.NetworkKey, status.Omission{Field: `"device-info"`, Reason: err.Error()})
 			}
 		}
-		s, err := status.FromResult(results[i], a.NetworkKey, a.IfName, opts)
+		s, omitted, err := status.FromResultWithOmissions(results[i], a.NetworkKey, a.IfName, opts)
 		if err != nil {
 			return nil, fmt.Errorf("network %s: network-status: %w", a.NetworkKey, err)
+		}
+		for _, o := range omitted {
+			o.Field = fmt.Sprintf("%q", o.Field)
+			e.omitted(p, a.NetworkKey, o)
 		}
 		list = append(list, s)
 	}
 	return list, nil
+}
+
+// omitted posts the Warning Event for an optional value of network that
+// network-status leaves out.
+func (e *Engine) omitted(p *plan, network string, o status.Omission) {
+	e.warningEvent(p.pod, kube.ReasonValueIgnored, "network %s: network-status %s left out: %s", network, o.Field, o.Reason)
 }
 
 // writeStatus PATCHes the network-status annotation, now or in the

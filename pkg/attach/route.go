@@ -17,8 +17,10 @@ import (
 // the attachment's interface, the first gateway with the lowest metric.
 // Families without a gateway keep their routes. The gateways are the
 // element's list, or, when it is empty, the gateways of the attachment's IPs
-// in its CNI result. It returns the gateways installed, in order. Errors name
-// the interface and the route.
+// in its CNI result. It returns the gateways installed, in order: none (and
+// no route touched) for an empty list and a result without gateway. Errors
+// name the interface and the route; a listed gateway the kernel cannot route
+// through on the interface is one.
 func setDefaultRoute(netnsPath string, p *plan, results []types.Result) ([]string, error) {
 	a := p.attachments[p.gateway]
 	gws, err := gatewayIPs(a.Element.GatewayRequest, results[p.gateway], a.IfName)
@@ -26,7 +28,7 @@ func setDefaultRoute(netnsPath string, p *plan, results []types.Result) ([]strin
 		return nil, fmt.Errorf("network %s: default-route: %w", a.NetworkKey, err)
 	}
 	if len(gws) == 0 {
-		return nil, fmt.Errorf("network %s: default-route: no gateway given and the CNI result of interface %s has none", a.NetworkKey, a.IfName)
+		return nil, nil
 	}
 	err = ns.WithNetNSPath(netnsPath, func(ns.NetNS) error {
 		link, err := netlink.LinkByName(a.IfName)

@@ -9,6 +9,7 @@ package devinfo
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -130,11 +131,12 @@ func fieldErr(field, section, format string, a ...any) error {
 	return &FieldError{Field: field, Section: section, Msg: fmt.Sprintf(format, a...)}
 }
 
-// Validate checks d against spec §3.1: "type" is one of the four types,
-// "version" is MAJOR.MINOR.PATCH with MAJOR 1, the map named by "type" is
-// present, and every present map has its required keys with allowed values
-// and PCI addresses in BDF form. It returns a *FieldError naming the first
-// offending key.
+// Validate checks d against spec §3.1: "type" is one of the four types, the
+// map named by "type" is present, every present map has its required keys
+// with allowed values and PCI addresses in BDF form, and "version" is in
+// MAJOR.MINOR.PATCH form (see ValidateVersion). It returns a *FieldError
+// naming the first offending key. "version" is checked last: an error on
+// "version" means the rest of the map is valid (IsVersionError).
 func (d *DeviceInfo) Validate() error {
 	if d == nil {
 		return fieldErr("type", "3.1.1", "is required")
@@ -161,9 +163,6 @@ func (d *DeviceInfo) Validate() error {
 	default:
 		return fieldErr("type", "3.1.1", "%q is not one of pci, vdpa, vhost-user, memif", d.Type)
 	}
-	if err := ValidateVersion(d.Version); err != nil {
-		return err
-	}
 	if d.PCI != nil {
 		if err := d.PCI.validate(); err != nil {
 			return err
@@ -184,12 +183,20 @@ func (d *DeviceInfo) Validate() error {
 			return err
 		}
 	}
-	return nil
+	return ValidateVersion(d.Version)
 }
 
-// ValidateVersion checks a "version" value (spec §3.1.2): three dot-separated
-// decimal numbers without sign or leading zeros, MAJOR 1 (the only major
-// version of the spec; a 2.x map may not follow §3 at all).
+// KnownVersions are the versions of the Device Information Specification:
+// 1.0.0 and 1.1.0 (SpecVersion), the version this package implements.
+var KnownVersions = []string{"1.0.0", SpecVersion}
+
+// ValidateVersion checks a "version" value (spec §3.1.2: "The format of the
+// string shall be "<MAJOR>.<MINOR>.<PATCH>""): three dot-separated decimal
+// numbers without sign, prefix or leading zeros. A version of that form that
+// is not one of KnownVersions ("1.2.0", "2.0.0") is accepted: such a map is
+// read best-effort, by the §3.1 rules of SpecVersion, which it must pass.
+// "v1.1.0" (the form of the spec repository's tags, not of the key) is an
+// error.
 func ValidateVersion(v string) error {
 	if v == "" {
 		return fieldErr("version", "3.1.2", "is required")
@@ -203,10 +210,15 @@ func ValidateVersion(v string) error {
 			return fieldErr("version", "3.1.2", "%q is not in MAJOR.MINOR.PATCH form", v)
 		}
 	}
-	if major, _ := strconv.Atoi(parts[0]); major != 1 {
-		return fieldErr("version", "3.1.2", "%q: major version %d is not supported (want 1)", v, major)
-	}
 	return nil
+}
+
+// IsVersionError reports whether err is a *FieldError on "version": the
+// map's "version" cannot be used, and (Validate checks it last) nothing
+// else is wrong with the map.
+func IsVersionError(err error) bool {
+	var fe *FieldError
+	return errors.As(err, &fe) && fe.Field == "version"
 }
 
 func (p *PCI) validate() error {
@@ -308,9 +320,10 @@ func isHex(c byte) bool {
 
 // Decode parses one device-info JSON object (spec §3) and validates it.
 // Keys are matched exactly (JSON is case-sensitive; "Type" is not "type").
-// Keys this package does not know are ignored (forward compatibility within
-// spec major version 1). A known key with a value of the wrong JSON type and
-// trailing data after the object are errors. Errors name the offending key.
+// Keys this package does not know are ignored (forward compatibility: later
+// versions add keys; see ValidateVersion). A known key with a value of the
+// wrong JSON type and trailing data after the object are errors. Errors name
+// the offending key.
 func Decode(data []byte) (*DeviceInfo, error) {
 	top, err := decodeObject(data, "")
 	if err != nil {

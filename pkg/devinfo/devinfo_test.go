@@ -3,6 +3,7 @@ package devinfo
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -144,7 +145,6 @@ func TestValidateErrors(t *testing.T) {
 		{"§3.1.2 version two parts", &DeviceInfo{Type: TypePCI, Version: "1.1", PCI: pci}, "version", "3.1.2"},
 		{"§3.1.2 version v prefix", &DeviceInfo{Type: TypePCI, Version: "v1.1.0", PCI: pci}, "version", "3.1.2"},
 		{"§3.1.2 version leading zero", &DeviceInfo{Type: TypePCI, Version: "1.01.0", PCI: pci}, "version", "3.1.2"},
-		{"§3.1.2 version major 2", &DeviceInfo{Type: TypePCI, Version: "2.0.0", PCI: pci}, "version", "3.1.2"},
 		{"§3.1.2 version suffix", &DeviceInfo{Type: TypePCI, Version: "1.1.0-rc1", PCI: pci}, "version", "3.1.2"},
 		{"§3.1.3 pci map missing", &DeviceInfo{Type: TypePCI, Version: "1.1.0"}, "pci", "3.1.3"},
 		{"§3.1.3.1 pci-address missing", &DeviceInfo{Type: TypePCI, Version: "1.1.0", PCI: &PCI{}}, "pci.pci-address", "3.1.3.1"},
@@ -275,5 +275,33 @@ func TestEncodeKeyOrderAndOmitEmpty(t *testing.T) {
 	}
 	if _, err := (&DeviceInfo{Type: TypePCI, Version: SpecVersion}).Encode(); err == nil {
 		t.Fatal("Encode of an invalid map succeeded")
+	}
+}
+
+// §3.1.2 "version": the versions the spec defines (1.0.0, and 1.1.0, the
+// spec's own) are accepted; an unknown version in the spec's
+// MAJOR.MINOR.PATCH form (1.2.0, 2.0.0) is read best-effort, i.e. accepted
+// when the map passes the §3.1 checks we know; anything else ("v1.1.0", the
+// form of the spec repository's tags) is a FieldError on "version". Version
+// is checked last, so a version error means the rest of the map is valid.
+func TestDecodeVersions(t *testing.T) {
+	for _, v := range append(slices.Clone(KnownVersions), "1.2.0", "1.1.7", "2.0.0", "10.0.0") {
+		d, err := Decode([]byte(`{"type":"pci","version":"` + v + `","pci":{"pci-address":"0000:01:02.2"}}`))
+		if err != nil || d.Version != v {
+			t.Errorf("Decode(version %q) = %+v, %v; want it accepted", v, d, err)
+		}
+	}
+	for _, v := range []string{"v1.1.0", "V1.0.0", "1.1", "1.1.0.0", "1.1.0-rc1", "01.1.0", ""} {
+		_, err := Decode([]byte(`{"type":"pci","version":"` + v + `","pci":{"pci-address":"0000:01:02.2"}}`))
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != "version" || fe.Section != "3.1.2" {
+			t.Errorf("Decode(version %q) = %v, want a FieldError on version (§3.1.2)", v, err)
+		}
+	}
+	// A map with a bad version and a bad pci-address: the map's error wins.
+	_, err := Decode([]byte(`{"type":"pci","version":"v1.1.0","pci":{"pci-address":"01:02.2"}}`))
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != "pci.pci-address" {
+		t.Errorf("Decode(bad version and address) = %v, want the pci.pci-address error", err)
 	}
 }

@@ -242,9 +242,12 @@ func (s Store) RemoveCNI(uniqueName string) error {
 // CopyToCNI copies the Device Plugin Device Information file of (resourceName,
 // deviceID) to the CNI Plugin Device Information file uniqueName (spec §4.2.1)
 // and returns the CNI file's path. The content is validated (spec §3) and
-// copied byte for byte, so keys this package does not know survive. When the
-// device plugin wrote no file the error matches fs.ErrNotExist and no CNI file
-// is written.
+// copied byte for byte, so keys this package does not know survive. A file
+// whose only fault is its "version" (IsVersionError, e.g. "v1.1.0") is copied
+// all the same: §4.2.1 asks for the content to be copied, the CNI plugin is
+// its reader, and the NPWG implementation leaves it out of network-status.
+// When the device plugin wrote no file the error matches fs.ErrNotExist and
+// no CNI file is written.
 func (s Store) CopyToCNI(resourceName, deviceID, uniqueName string) (string, error) {
 	src, err := s.DPPath(resourceName, deviceID)
 	if err != nil {
@@ -258,7 +261,7 @@ func (s Store) CopyToCNI(resourceName, deviceID, uniqueName string) (string, err
 	if err != nil {
 		return "", err
 	}
-	if _, err := Decode(data); err != nil {
+	if _, err := Decode(data); err != nil && !IsVersionError(err) {
 		return "", fmt.Errorf("%s: %w", src, err)
 	}
 	if err := writeAtomic(dst, bytes.TrimSpace(data)); err != nil {
@@ -331,6 +334,21 @@ func ReadFile(path string) (*DeviceInfo, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return d, nil
+}
+
+// ReadFileRaw reads and validates the device-info file at path like ReadFile
+// and returns its content as written, without surrounding white space: keys
+// this package does not know are kept (network-status publishes the content,
+// multi-net spec §5.3.8). Errors as ReadFile.
+func ReadFileRaw(path string) ([]byte, error) {
+	data, err := readLimited(path)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := Decode(data); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return bytes.TrimSpace(data), nil
 }
 
 func readLimited(path string) ([]byte, error) {

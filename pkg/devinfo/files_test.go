@@ -266,3 +266,60 @@ func TestUniqueName(t *testing.T) {
 		}
 	}
 }
+
+// A device plugin file whose only fault is a "version" we cannot use
+// ("v1.1.0", the form of the spec repository's tags, not of the key) is
+// copied all the same (§4.2.1 "copy the content"): the CNI plugin reads it,
+// network-status leaves it out. ReadCNI still reports the version.
+func TestCopyToCNIUnusableVersion(t *testing.T) {
+	s := Store{Root: t.TempDir()}
+	content := `{"type":"pci","version":"v1.1.0","pci":{"pci-address":"0000:01:02.2"}}`
+	if err := os.MkdirAll(s.DPDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src, _ := s.DPPath("example.com/net", "0000:01:02.2")
+	if err := os.WriteFile(src, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dst, err := s.CopyToCNI("example.com/net", "0000:01:02.2", "u1")
+	if err != nil {
+		t.Fatalf("CopyToCNI: %v", err)
+	}
+	if b, err := os.ReadFile(dst); err != nil || string(b) != content {
+		t.Fatalf("CNI file = %q, %v; want %q", b, err, content)
+	}
+	_, err = s.ReadCNI("u1")
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != "version" {
+		t.Fatalf("ReadCNI = %v, want the version FieldError", err)
+	}
+	if _, err := ReadFileRaw(dst); !errors.As(err, &fe) || fe.Field != "version" {
+		t.Fatalf("ReadFileRaw = %v, want the version FieldError", err)
+	}
+	// A bad version does not excuse another fault: not copied.
+	src2, _ := s.DPPath("example.com/net", "bad")
+	_ = os.WriteFile(src2, []byte(`{"type":"pci","version":"v1.1.0","pci":{}}`), 0o644)
+	if _, err := s.CopyToCNI("example.com/net", "bad", "u2"); err == nil {
+		t.Fatal("CopyToCNI(bad version and no pci-address) succeeded")
+	}
+	if _, err := os.Stat(filepath.Join(s.CNIDir(), "u2")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("CNI file u2 written: %v", err)
+	}
+}
+
+// ReadFileRaw returns the file's content as written (unknown keys kept),
+// trimmed, after the same checks as ReadFile.
+func TestReadFileRaw(t *testing.T) {
+	dir := t.TempDir()
+	content := `{"type":"pci","version":"1.1.0","pci":{"pci-address":"0000:01:02.2","x-vendor":"kept"}}`
+	p := filepath.Join(dir, "f.json")
+	if err := os.WriteFile(p, []byte("\n"+content+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := ReadFileRaw(p); err != nil || string(b) != content {
+		t.Fatalf("ReadFileRaw = %q, %v; want %q", b, err, content)
+	}
+	if _, err := ReadFileRaw(filepath.Join(dir, "none")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("ReadFileRaw(missing) = %v, want fs.ErrNotExist", err)
+	}
+}

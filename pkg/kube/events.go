@@ -22,6 +22,12 @@ const (
 	// ReasonNetworkStatusFailed (Warning): the network-status PATCH failed
 	// after its retries; the pod's networks are up.
 	ReasonNetworkStatusFailed = "NetworkStatusFailed"
+	// ReasonValueIgnored (Warning): ADD succeeded, but an optional value was
+	// unusable and left out: a delegate result's DNS nameserver that is not
+	// an IP address, a device-info file that cannot be read or whose version
+	// cannot be used, a "default-route": [] whose attachment has no gateway.
+	// The message names the network, the field and why.
+	ReasonValueIgnored = "NetworkValueIgnored"
 	// ReasonCorruptRecord (Warning): an attachment record could not be read at
 	// DEL; the teardown fell back to what the API server knows.
 	ReasonCorruptRecord = "CorruptAttachmentRecord"

@@ -58,17 +58,41 @@ var pciAddress = regexp.MustCompile(`^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-1][0-9a
 // "device-info" from Options.DeviceInfo, else from a 1.1.0 sandbox interface's
 // "pciID" when it is a PCI address (§5.3.8).
 //
+// An optional value of the result that the entry cannot carry is left out:
+// a "dns" nameserver that is not an IP address (§5.3.7.1).
+// FromResultWithOmissions reports which.
+//
 // Errors: empty networkKey, a result that cannot be converted, a
 // GatewayRequest item that is not an IP, or DeviceInfo that is not a JSON object.
 func FromResult(result types.Result, networkKey, ifName string, opts Options) (NetworkStatus, error) {
+	st, _, err := FromResultWithOmissions(result, networkKey, ifName, opts)
+	return st, err
+}
+
+// Omission is an optional value of a CNI result that FromResult left out of
+// the status entry because the entry cannot carry it.
+type Omission struct {
+	// Field is the status key path of the value, e.g. `dns.nameservers[1]`
+	// (the index is the one in the result).
+	Field string
+	// Reason says why, e.g. `"dns.example.com" is not an IP address (spec §5.3.7.1)`.
+	Reason string
+}
+
+func (o Omission) String() string { return o.Field + ": " + o.Reason }
+
+// FromResultWithOmissions is FromResult, and also returns the optional
+// values it left out, in result order (nil when none), so that the caller
+// can tell the pod (a Warning Event).
+func FromResultWithOmissions(result types.Result, networkKey, ifName string, opts Options) (NetworkStatus, []Omission, error) {
 	st := NetworkStatus{Name: networkKey, Default: opts.Default}
 	if networkKey == "" {
-		return NetworkStatus{}, fmt.Errorf("network key (%q): must not be empty (spec §5.3.1)", keyName)
+		return NetworkStatus{}, nil, fmt.Errorf("network key (%q): must not be empty (spec §5.3.1)", keyName)
 	}
 	if len(opts.DeviceInfo) > 0 {
 		di, err := compactObject(opts.DeviceInfo)
 		if err != nil {
-			return NetworkStatus{}, fmt.Errorf("network %q: device-info: %w", networkKey, err)
+			return NetworkStatus{}, nil, fmt.Errorf("network %q: device-info: %w", networkKey, err)
 		}
 		st.DeviceInfo = di
 	}
@@ -76,7 +100,7 @@ func FromResult(result types.Result, networkKey, ifName string, opts Options) (N
 	for i, gw := range opts.GatewayRequest {
 		ip := net.ParseIP(gw)
 		if ip == nil {
-			return NetworkStatus{}, fmt.Errorf("network %q: default-route[%d]: %q is not an IP address (spec §4.1.2.1.9)", networkKey, i, gw)
+			return NetworkStatus{}, nil, fmt.Errorf("network %q: default-route[%d]: %q is not an IP address (spec §4.1.2.1.9)", networkKey, i, gw)
 		}
 		requested = appendUnique(requested, ip.String())
 	}
@@ -86,12 +110,12 @@ func FromResult(result types.Result, networkKey, ifName string, opts Options) (N
 		if opts.DefaultRoute && len(requested) > 0 {
 			st.DefaultRoute = requested
 		}
-		return st, nil
+		return st, nil, nil
 	}
 
 	res, err := toCurrent(result)
 	if err != nil {
-		return NetworkStatus{}, fmt.Errorf("network %q: %w", networkKey, err)
+		return NetworkStatus{}, nil, fmt.Errorf("network %q: %w", networkKey, err)
 	}
 
 	sandbox := -1
@@ -113,11 +137,11 @@ func FromResult(result types.Result, networkKey, ifName string, opts Options) (N
 		st.Interface, st.Mac, st.MTU = intf.Name, intf.Mac, intf.Mtu
 		if st.Mac != "" {
 			if _, err := net.ParseMAC(st.Mac); err != nil {
-				return NetworkStatus{}, fmt.Errorf("network %q: interfaces[%d].mac: %q is not a hardware address: %w", networkKey, sandbox, st.Mac, err)
+				return NetworkStatus{}, nil, fmt.Errorf("network %q: interfaces[%d].mac: %q is not a hardware address: %w", networkKey, sandbox, st.Mac, err)
 			}
 		}
 		if st.MTU < 0 {
-			return NetworkStatus{}, fmt.Errorf("network %q: interfaces[%d].mtu: %d is negative", networkKey, sandbox, st.MTU)
+			return NetworkStatus{}, nil, fmt.Errorf("network %q: interfaces[%d].mtu: %d is negative", networkKey, sandbox, st.MTU)
 		}
 		ips = sandboxIPs(res.IPs, sandbox)
 		if st.DeviceInfo == nil && pciAddress.MatchString(intf.PciID) {
@@ -130,15 +154,25 @@ func FromResult(result types.Result, networkKey, ifName string, opts Options) (N
 		st.IPs = append(st.IPs, ipc.Address.IP.String())
 	}
 
+	var omitted []Omission
 	if d := res.DNS; len(d.Nameservers) > 0 || d.Domain != "" || len(d.Search) > 0 {
 		st.DNS = &DNS{Domain: d.Domain}
 		for i, ns := range d.Nameservers {
 			if net.ParseIP(ns) == nil {
-				return NetworkStatus{}, fmt.Errorf("network %q: dns.nameservers[%d]: %q is not an IP address", networkKey, i, ns)
+				// §5.3.7.1: "an array of IPv4 and/or IPv6 addresses". An
+				// optional value: left out, not a failed attachment.
+				omitted = append(omitted, Omission{
+					Field:  fmt.Sprintf("%s.nameservers[%d]", keyDNS, i),
+					Reason: fmt.Sprintf("%q is not an IP address (spec §5.3.7.1)", ns),
+				})
+				continue
 			}
 			st.DNS.Nameservers = append(st.DNS.Nameservers, ns)
 		}
 		st.DNS.Search = append(st.DNS.Search, d.Search...)
+		if len(st.DNS.Nameservers) == 0 && st.DNS.Domain == "" && len(st.DNS.Search) == 0 {
+			st.DNS = nil // nothing usable was left
+		}
 	}
 
 	if opts.DefaultRoute {
@@ -148,7 +182,7 @@ func FromResult(result types.Result, networkKey, ifName string, opts Options) (N
 			st.DefaultRoute = defaultGateways(res.Routes, ips)
 		}
 	}
-	return st, nil
+	return st, omitted, nil
 }
 
 // toCurrent converts r to the CNI 1.1.0 result types without modifying r.

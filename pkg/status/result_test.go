@@ -257,7 +257,6 @@ func TestFromResultErrors(t *testing.T) {
 		{"§5.3.8 device-info malformed", good, "ns/n", Options{DeviceInfo: json.RawMessage(`{"type":`)}, "device-info: malformed"},
 		{"unknown result version", &types040.Result{CNIVersion: "9.9.9"}, "ns/n", Options{}, `converting CNI result version "9.9.9"`},
 		{"§5.3.4 bad mac in result", &current.Result{CNIVersion: "1.1.0", Interfaces: []*current.Interface{{Name: "n", Mac: "zz", Sandbox: "/x"}}}, "ns/n", Options{}, `interfaces[0].mac: "zz"`},
-		{"§5.3.7.1 bad nameserver in result", &current.Result{CNIVersion: "1.1.0", DNS: types.DNS{Nameservers: []string{"ns1.example.com"}}}, "ns/n", Options{}, `dns.nameservers[0]`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -283,5 +282,46 @@ func TestFromResultTypedNilAndNoMutation(t *testing.T) {
 	}
 	if r.CNIVersion != "" {
 		t.Errorf("FromResult modified the result: CNIVersion = %q", r.CNIVersion)
+	}
+}
+
+// A nameserver of the result that is not an IP address (§5.3.7.1: "an array
+// of IPv4 and/or IPv6 addresses") is left out and reported as an Omission;
+// the entry, the other nameservers, "domain" and "search" are kept and no
+// error fails the ADD. With every nameserver dropped, "dns" keeps the rest.
+func TestFromResultDropsNonIPNameserver(t *testing.T) {
+	r := parseResult(t, `{"cniVersion":"1.1.0",
+		"interfaces":[{"name":"net1","mac":"02:00:00:00:00:01","sandbox":"/var/run/netns/p"}],
+		"ips":[{"interface":0,"address":"10.1.0.2/24","gateway":"10.1.0.1"}],
+		"dns":{"nameservers":["10.1.0.53","dns.example.com","fd00::53"," 10.1.0.54"],"domain":"example.com","search":["a.example.com"]}}`)
+	got, omitted, err := FromResultWithOmissions(r, "ns/net", "net1", Options{})
+	if err != nil {
+		t.Fatalf("FromResultWithOmissions: %v", err)
+	}
+	want := NetworkStatus{Name: "ns/net", Interface: "net1", Mac: "02:00:00:00:00:01", IPs: []string{"10.1.0.2"},
+		DNS: &DNS{Nameservers: []string{"10.1.0.53", "fd00::53"}, Domain: "example.com", Search: []string{"a.example.com"}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got\n%#v\nwant\n%#v", got, want)
+	}
+	if len(omitted) != 2 || omitted[0].Field != "dns.nameservers[1]" || omitted[1].Field != "dns.nameservers[3]" ||
+		!strings.Contains(omitted[0].Reason, `"dns.example.com" is not an IP address`) {
+		t.Errorf("omitted = %q, want dns.nameservers[1] and [3] named with why", omitted)
+	}
+	if _, err := Encode([]NetworkStatus{got}); err != nil {
+		t.Errorf("the entry does not encode: %v", err)
+	}
+	// FromResult gives the same entry.
+	if plain, err := FromResult(r, "ns/net", "net1", Options{}); err != nil || !reflect.DeepEqual(plain, want) {
+		t.Errorf("FromResult = %#v, %v; want the same entry", plain, err)
+	}
+
+	only := &current.Result{CNIVersion: "1.1.0", DNS: types.DNS{Nameservers: []string{"ns1.example.com"}, Search: []string{"example.com"}}}
+	got, omitted, err = FromResultWithOmissions(only, "ns/n", "net1", Options{})
+	if err != nil || len(omitted) != 1 || got.DNS == nil || got.DNS.Nameservers != nil || !reflect.DeepEqual(got.DNS.Search, []string{"example.com"}) {
+		t.Errorf("only a bad nameserver: got %#v, omitted %q, err %v; want dns with search only", got.DNS, omitted, err)
+	}
+	none := &current.Result{CNIVersion: "1.1.0", DNS: types.DNS{Nameservers: []string{"ns1.example.com"}}}
+	if got, omitted, err = FromResultWithOmissions(none, "ns/n", "net1", Options{}); err != nil || len(omitted) != 1 || got.DNS != nil {
+		t.Errorf("nothing usable in dns: got %#v, omitted %q, err %v; want no dns", got.DNS, omitted, err)
 	}
 }
