@@ -112,6 +112,9 @@ func TestAddDeviceNetworks(t *testing.T) {
 	if _, err := os.Stat(files[1]); !os.IsNotExist(err) {
 		t.Errorf("net2's device has no device plugin file, yet %s: %v", files[1], err)
 	}
+	if st, err := os.Stat(filepath.Dir(files[1])); err != nil || !st.IsDir() {
+		t.Errorf("the directory of net2's CNIDeviceInfoFile, where the plugin writes it, does not exist: %v", err)
+	}
 
 	want, err := info.Encode()
 	if err != nil {

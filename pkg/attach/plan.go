@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -62,7 +64,7 @@ func (e *Engine) buildPlan(ctx context.Context, ifName, containerID string, args
 		p.pod = pod
 	}
 
-	def, err := e.defaultAttachment(p.pod, ifName, runtimeConfig)
+	def, err := e.defaultAttachment(ctx, p.pod, ifName, runtimeConfig)
 	if err != nil {
 		return p, err
 	}
@@ -90,9 +92,9 @@ func (e *Engine) buildPlan(ctx context.Context, ifName, containerID string, args
 	nets := make([]netconf.Network, 0, len(elements))
 	resources := []string{""}
 	for i, el := range elements {
-		list, resource, err := e.resolveNAD(el.Namespace, el.Name)
+		list, resource, err := e.resolveNAD(ctx, el.Namespace, el.Name)
 		if err != nil {
-			return p, planError(types.ErrInvalidNetworkConfig, "network %d (%s): %v", i, el.Key(), err)
+			return p, planError(nadErrorCode(err), "network %d (%s): %v", i, el.Key(), err)
 		}
 		nets = append(nets, netconf.Network{Element: el, ConfList: list})
 		resources = append(resources, resource)
@@ -145,7 +147,7 @@ func (e *Engine) planAuxiliary(p *plan, ifName string) error {
 // configured one, or the NAD named by the pod's default-network annotation,
 // which obeys the same namespace isolation (§7.4). Only it gets the
 // runtime's runtimeConfig (§7.5).
-func (e *Engine) defaultAttachment(pod *corev1.Pod, ifName string, runtimeConfig map[string]any) (netconf.Attachment, error) {
+func (e *Engine) defaultAttachment(ctx context.Context, pod *corev1.Pod, ifName string, runtimeConfig map[string]any) (netconf.Attachment, error) {
 	if pod != nil {
 		if v, ok := pod.Annotations[selection.DefaultNetworkAnnotation]; ok {
 			el, err := selection.ParseDefaultNetwork(v, pod.Namespace)
@@ -155,9 +157,9 @@ func (e *Engine) defaultAttachment(pod *corev1.Pod, ifName string, runtimeConfig
 			if err := e.opts.Isolation.Check(pod.Namespace, *el); err != nil {
 				return netconf.Attachment{}, planError(types.ErrInvalidNetworkConfig, "pod %s/%s: default network: %v", pod.Namespace, pod.Name, err)
 			}
-			list, _, err := e.resolveNAD(el.Namespace, el.Name)
+			list, _, err := e.resolveNAD(ctx, el.Namespace, el.Name)
 			if err != nil {
-				return netconf.Attachment{}, planError(types.ErrInvalidNetworkConfig, "default network %s: %v", el.Key(), err)
+				return netconf.Attachment{}, planError(nadErrorCode(err), "default network %s: %v", el.Key(), err)
 			}
 			// Plan the element on the runtime's interface so its ips/mac/...
 			// become capability args like any other attachment's.
@@ -191,17 +193,18 @@ func (e *Engine) defaultAttachment(pod *corev1.Pod, ifName string, runtimeConfig
 }
 
 // resolveNAD returns the config list of NAD namespace/name (spec §3.4.1) and
-// its device resource name ("" when none).
-func (e *Engine) resolveNAD(namespace, name string) (*libcniList, string, error) {
+// its device resource name ("" when none). A lookup failure other than
+// NotFound (Options.NADs) is a lookupError: see nadErrorCode.
+func (e *Engine) resolveNAD(ctx context.Context, namespace, name string) (*libcniList, string, error) {
 	if e.opts.NADs == nil {
 		return nil, "", fmt.Errorf("NetworkAttachmentDefinition %s/%s: no NAD source configured", namespace, name)
 	}
-	nad, err := e.opts.NADs.Get(namespace, name)
+	nad, err := e.opts.NADs.Get(ctx, namespace, name)
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, "", fmt.Errorf("NetworkAttachmentDefinition %s/%s not found", namespace, name)
 		}
-		return nil, "", fmt.Errorf("NetworkAttachmentDefinition %s/%s: %w", namespace, name, err)
+		return nil, "", lookupError{err}
 	}
 	list, err := e.opts.Resolver.Resolve(namespace, name, nad.Spec.Config)
 	if err != nil {
@@ -215,6 +218,25 @@ func (e *Engine) resolveNAD(namespace, name string) (*libcniList, string, error)
 		}
 	}
 	return list, resource, nil
+}
+
+// lookupError is a NAD lookup that failed for a reason a retry may cure:
+// the informer's cache not synced in time, the API server failing. Its
+// message names the NAD (apiclient.NADLookup).
+type lookupError struct{ err error }
+
+func (e lookupError) Error() string { return e.err.Error() }
+func (e lookupError) Unwrap() error { return e.err }
+
+// nadErrorCode is the CNI error code of a resolveNAD failure: 11 (try again
+// later) for a lookupError, 7 (invalid network config) for a NAD that does
+// not exist or has an unusable config.
+func nadErrorCode(err error) uint {
+	var le lookupError
+	if errors.As(err, &le) {
+		return types.ErrTryAgainLater
+	}
+	return types.ErrInvalidNetworkConfig
 }
 
 // assignDevices gives the i-th attachment of each resource the i-th device
@@ -311,6 +333,10 @@ func (e *Engine) prepareDeviceInfoFiles(containerID string, p *plan) error {
 		if path == "" {
 			if path, err = e.opts.DevInfo.CNIPath(unique); err != nil {
 				return planError(types.ErrInvalidNetworkConfig, "network %s: %v", a.NetworkKey, err)
+			}
+			// The plugin writes the file itself: its directory must exist.
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				return planError(types.ErrInternal, "network %s: device-info directory: %v", a.NetworkKey, err)
 			}
 		}
 		a.SetDeviceInfoFile(path)
