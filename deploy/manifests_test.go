@@ -580,3 +580,83 @@ func TestInClusterConfiguration(t *testing.T) {
 		}
 	}
 }
+
+// shippedGlobalNamespaces is the documented list of namespaces whose NADs
+// every pod may select under the shipped namespace isolation
+// (docs/install.md "Namespace isolation").
+var shippedGlobalNamespaces = []string{"default"}
+
+// webhookIsolation parses the webhook container's isolation flags as the
+// binary's flag package does (-x, --x, -x=v, --x=v, "--x v"): whether
+// --namespace-isolation is on, and --global-namespaces split on commas.
+func webhookIsolation(t *testing.T, args []string) (bool, []string) {
+	t.Helper()
+	fs := flag.NewFlagSet("multinet-webhook", flag.ContinueOnError)
+	on := fs.Bool("namespace-isolation", false, "")
+	globals := fs.String("global-namespaces", "", "")
+	var ours []string
+	for i := 0; i < len(args); i++ {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		switch name {
+		case "namespace-isolation":
+			ours = append(ours, args[i])
+		case "global-namespaces":
+			ours = append(ours, args[i])
+			if !hasValue && i+1 < len(args) {
+				i++
+				ours = append(ours, args[i])
+			}
+		}
+	}
+	if err := fs.Parse(ours); err != nil {
+		t.Fatalf("webhook args %q: %v", ours, err)
+	}
+	var list []string
+	for _, ns := range strings.Split(*globals, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			list = append(list, ns)
+		}
+	}
+	return *on, list
+}
+
+// TestNamespaceIsolationOn: every overlay ships namespace isolation (spec
+// §7.4) on in both places that enforce it, multinetd (namespaceIsolation,
+// globalNamespaces in its configuration) and the webhook
+// (--namespace-isolation, --global-namespaces), with the same global
+// namespaces, the documented ones; otherwise any pod could select any
+// namespace's NAD or replace its primary network, or pass admission and
+// then fail at ADD. docs/install.md shows the shipped list.
+func TestNamespaceIsolationOn(t *testing.T) {
+	eachOverlay(t, func(t *testing.T, dir string, o objects) {
+		cfg, err := daemon.LoadConfig(o.configFile(t, "multinetd-config", "multinetd.yaml"))
+		if err != nil {
+			t.Fatalf("multinetd.yaml does not load: %v", err)
+		}
+		if !cfg.NamespaceIsolation {
+			t.Error("multinetd.yaml: namespaceIsolation is off; want true (spec §7.4)")
+		}
+		if !slices.Equal(cfg.GlobalNamespaces, shippedGlobalNamespaces) {
+			t.Errorf("multinetd.yaml: globalNamespaces %q, want the documented %q", cfg.GlobalNamespaces, shippedGlobalNamespaces)
+		}
+
+		var d appsv1.Deployment
+		o.get(t, "Deployment/multinet-webhook", &d)
+		on, globals := webhookIsolation(t, container(t, d.Spec.Template.Spec, "webhook").Args)
+		if !on {
+			t.Error("webhook: --namespace-isolation is not set; want it on (spec §7.4)")
+		}
+		if !slices.Equal(globals, cfg.GlobalNamespaces) {
+			t.Errorf("webhook --global-namespaces %q, multinetd globalNamespaces %q: want the same list", globals, cfg.GlobalNamespaces)
+		}
+	})
+
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "install.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("globalNamespaces: [%s]", strings.Join(shippedGlobalNamespaces, ", "))
+	if !strings.Contains(string(doc), want) || !strings.Contains(string(doc), "--global-namespaces="+strings.Join(shippedGlobalNamespaces, ",")) {
+		t.Errorf("docs/install.md does not show the shipped list (%q and --global-namespaces=%s)", want, strings.Join(shippedGlobalNamespaces, ","))
+	}
+}

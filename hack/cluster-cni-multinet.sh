@@ -58,6 +58,10 @@ defaultNetwork:
 stateDir: $MULTINET_DIR/state
 podResourcesSocket: $PODRESOURCES_SOCKET
 metricsAddress: $METRICS_ADDRESS
+# Namespace isolation (spec §7.4) as deploy/ ships it, with the webhook's
+# --global-namespaces of hack/cluster-devices.sh (docs/install.md).
+namespaceIsolation: true
+globalNamespaces: [default]
 YAML
 }
 

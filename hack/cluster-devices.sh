@@ -213,6 +213,7 @@ start_webhook() {
     --probe-bind-address "$WEBHOOK_PROBE_ADDRESS" \
     --namespace "$WEBHOOK_NAMESPACE" \
     --mutating-webhook-configuration "$WEBHOOK_CONFIG_NAME" --validating-webhook-configuration "$WEBHOOK_CONFIG_NAME" \
+    --namespace-isolation --global-namespaces=default \
     --manage-webhook-configurations -v=2
   wait_until "multinet-webhook http://$WEBHOOK_PROBE_ADDRESS/readyz" 60 multinet-webhook webhook_ready
   wait_until "webhook configurations $WEBHOOK_CONFIG_NAME with a caBundle" 30 multinet-webhook webhook_registered

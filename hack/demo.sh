@@ -4,10 +4,11 @@
 # deploy/overlays/local: the multinetd and device plugin DaemonSets, the
 # webhook Deployment; default network: bridge + host-local), applies
 # examples/ (NetworkAttachmentDefinitions for a bridge, a bridge with static
-# addresses, a macvlan on a host link this script creates, and a network in a
-# second namespace; a Deployment whose pod selects them; a vhost-user device
-# network and a pod using it), waits for the pods and prints their
-# network-status (the device pod's with its device-info) and `ip addr`.
+# addresses, a macvlan on a host link this script creates, and a network in
+# "default", the global namespace of namespace isolation; a Deployment whose
+# pod selects them; a vhost-user device network and a pod using it), waits
+# for the pods and prints their network-status (the device pod's with its
+# device-info) and `ip addr`.
 # The cluster stays up; make cluster-down stops it and removes everything.
 set -euo pipefail
 

@@ -112,9 +112,6 @@ func TestAddDeviceNetworks(t *testing.T) {
 	if _, err := os.Stat(files[1]); !os.IsNotExist(err) {
 		t.Errorf("net2's device has no device plugin file, yet %s: %v", files[1], err)
 	}
-	if st, err := os.Stat(filepath.Dir(files[1])); err != nil || !st.IsDir() {
-		t.Errorf("the directory of net2's CNIDeviceInfoFile, where the plugin writes it, does not exist: %v", err)
-	}
 
 	want, err := info.Encode()
 	if err != nil {
@@ -148,6 +145,22 @@ func TestAddDeviceNetworks(t *testing.T) {
 	}
 	if _, err := os.Stat(files[0]); !os.IsNotExist(err) {
 		t.Errorf("CNI device-info file %s after DEL: %v, want it removed", files[0], err)
+	}
+}
+
+// A plugin declaring CNIDeviceInfoFile for a device without a device plugin
+// file gets a path whose directory exists, so that it can write the file
+// itself.
+func TestAddDeviceInfoDirForPlugin(t *testing.T) {
+	d := newDeviceEnv(t, "0000:00:03.0")
+	pod := d.podWithNetworks("dev-net")
+	d.add("ctr-"+cnitest.UniqueName(""), pod)
+	f := d.runtimeConfig("ADD", "net1")["CNIDeviceInfoFile"]
+	if f == "" {
+		t.Fatal("no CNIDeviceInfoFile in runtimeConfig")
+	}
+	if st, err := os.Stat(filepath.Dir(f)); err != nil || !st.IsDir() {
+		t.Errorf("the directory of CNIDeviceInfoFile %s, where the plugin writes it, does not exist: %v", f, err)
 	}
 }
 

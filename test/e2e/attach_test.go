@@ -57,31 +57,35 @@ func TestExtraNetworkCounts(t *testing.T) {
 }
 
 // TestSelectionForms: JSON form with ips/mac/interface, a cross-namespace
-// reference in comma form, the same network twice (§4.2.2) and generated
-// names skipping a name taken explicitly (§4.1.2.1.5).
+// reference in both forms, the same network twice (§4.2.2) and generated
+// names skipping a name taken explicitly (§4.1.2.1.5). The other namespace
+// is "default", a global namespace of the namespace isolation deploy/ ships
+// (§7.4; a NAD of any other namespace is refused: isolation_test.go).
 func TestSelectionForms(t *testing.T) {
 	ns := newNamespace(t)
-	other := newNamespace(t)
+	other := "default"
+	netX := "mne2e-x-" + randHex(3)
 	a := bridgeNet(t, ns, "net-a", "1.0.0", nil)
 	static := bridgeNetStatic(t, ns, "net-static")
-	x := bridgeNet(t, other, "net-x", "1.0.0", nil)
+	x := bridgeNet(t, other, netX, "1.0.0", nil)
+	t.Cleanup(func() { deleteNAD(t, other, netX) })
 
 	t.Run("json", func(t *testing.T) {
-		sel := fmt.Sprintf(`[{"name":"net-static","ips":["10.211.%d.7/24"],"mac":"02:aa:bb:cc:dd:01","interface":"data0"},{"name":"net-x","namespace":"%s"},{"name":"net-a"}]`, static.n, other)
+		sel := fmt.Sprintf(`[{"name":"net-static","ips":["10.211.%d.7/24"],"mac":"02:aa:bb:cc:dd:01","interface":"data0"},{"name":%q,"namespace":"%s"},{"name":"net-a"}]`, static.n, netX, other)
 		p := runPod(t, podSpec(ns, "json", sel))
 		list := checkStatusMatchesPod(t, p, []string{"eth0", "data0", "net1", "net2"})
 		if got := list[1]; got.Mac != "02:aa:bb:cc:dd:01" || strings.Join(got.IPs, ",") != fmt.Sprintf("10.211.%d.7", static.n) {
 			t.Errorf("data0: mac %s ips %v, want the requested 02:aa:bb:cc:dd:01 and 10.211.%d.7", got.Mac, got.IPs, static.n)
 		}
-		if list[2].Name != other+"/net-x" {
-			t.Errorf("cross-namespace attachment named %q, want %s/net-x", list[2].Name, other)
+		if list[2].Name != other+"/"+netX {
+			t.Errorf("cross-namespace attachment named %q, want %s/%s", list[2].Name, other, netX)
 		}
 		deletePod(t, ns, "json")
 	})
 	t.Run("comma-same-network-twice-skip-taken", func(t *testing.T) {
 		// net1 is taken explicitly by the second element: the generated
 		// names are net2 and net3.
-		sel := fmt.Sprintf("net-a, net-a@net1 ,%s/net-x", other)
+		sel := fmt.Sprintf("net-a, net-a@net1 ,%s/%s", other, netX)
 		p := runPod(t, podSpec(ns, "comma", sel))
 		list := checkStatusMatchesPod(t, p, []string{"eth0", "net2", "net1", "net3"})
 		if list[1].Name != list[2].Name || list[1].IPs[0] == list[2].IPs[0] {
