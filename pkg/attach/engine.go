@@ -37,10 +37,14 @@ type Pods interface {
 	Get(ctx context.Context, namespace, name, uid string) (*corev1.Pod, error)
 }
 
-// NADs reads NetworkAttachmentDefinitions (an informer's lister). Get returns
-// an error for which IsNotFound is true when the object does not exist.
+// NADs reads NetworkAttachmentDefinitions within ctx (multinetd's
+// apiclient.NADLookup: the informer's cache once it has synced, one live GET
+// when the cache does not have the NAD). Get returns an error for which
+// apierrors.IsNotFound is true when the object does not exist; any other
+// error (the cache not synced in time, the API server failing) makes ADD
+// answer CNI error 11 (try again later).
 type NADs interface {
-	Get(namespace, name string) (*nadv1.NetworkAttachmentDefinition, error)
+	Get(ctx context.Context, namespace, name string) (*nadv1.NetworkAttachmentDefinition, error)
 }
 
 // StatusWriter writes the network-status annotation (kube.StatusPatcher).

@@ -78,7 +78,7 @@ type fakeNADs struct {
 	nads map[string]*nadv1.NetworkAttachmentDefinition
 }
 
-func (f *fakeNADs) Get(namespace, name string) (*nadv1.NetworkAttachmentDefinition, error) {
+func (f *fakeNADs) Get(_ context.Context, namespace, name string) (*nadv1.NetworkAttachmentDefinition, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n, ok := f.nads[namespace+"/"+name]

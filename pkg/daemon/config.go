@@ -111,6 +111,10 @@ type Config struct {
 	RequestTimeout Duration `json:"requestTimeout,omitempty"`
 	// ShimTimeout is the shim's own deadline, written into ConfFileName.
 	ShimTimeout Duration `json:"shimTimeout,omitempty"`
+	// NADSyncWait bounds how long an ADD that needs a NAD waits for the NAD
+	// informer's first full list (after a restart), besides the request's
+	// deadline; then it fails with CNI error 11 (try again later).
+	NADSyncWait Duration `json:"nadSyncWait,omitempty"`
 	// NamespaceIsolation restricts selections to the pod's namespace and
 	// GlobalNamespaces (spec §7.4).
 	NamespaceIsolation bool     `json:"namespaceIsolation,omitempty"`
@@ -143,6 +147,7 @@ func Defaults() Config {
 		DelegateTimeout:    Duration{60 * time.Second},
 		RequestTimeout:     Duration{110 * time.Second},
 		ShimTimeout:        Duration{120 * time.Second},
+		NADSyncWait:        Duration{10 * time.Second},
 		APIQPS:             20,
 		APIBurst:           40,
 	}
@@ -227,6 +232,9 @@ func (c *Config) Complete() error {
 	}
 	if c.DelegateTimeout.Duration <= 0 || c.RequestTimeout.Duration <= 0 || c.ShimTimeout.Duration <= 0 {
 		errs = append(errs, errors.New("delegateTimeout, requestTimeout, shimTimeout: want positive durations"))
+	}
+	if c.NADSyncWait.Duration <= 0 {
+		errs = append(errs, fmt.Errorf("nadSyncWait %s: want a positive duration", c.NADSyncWait))
 	}
 	if c.RequestTimeout.Duration > c.ShimTimeout.Duration {
 		errs = append(errs, fmt.Errorf("requestTimeout %s: must not exceed shimTimeout %s (the shim would give up first)", c.RequestTimeout, c.ShimTimeout))

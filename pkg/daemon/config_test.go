@@ -43,9 +43,9 @@ func TestLoadConfig(t *testing.T) {
 		},
 		{
 			name: "JSON", file: "c.json",
-			content: `{"shimTimeout":"2m30s","maxInFlight":4}`,
+			content: `{"shimTimeout":"2m30s","maxInFlight":4,"nadSyncWait":"30s"}`,
 			check: func(t *testing.T, c Config) {
-				if c.ShimTimeout.Duration != 150*time.Second || c.MaxInFlight != 4 || c.SocketPath != Defaults().SocketPath {
+				if c.ShimTimeout.Duration != 150*time.Second || c.MaxInFlight != 4 || c.NADSyncWait.Duration != 30*time.Second || c.SocketPath != Defaults().SocketPath {
 					t.Errorf("got %+v", c)
 				}
 			},
@@ -112,6 +112,7 @@ func TestComplete(t *testing.T) {
 		{name: "no state dir", mod: func(c *Config) { c.StateDir = "" }, wantErr: []string{"stateDir"}},
 		{name: "no concurrency", mod: func(c *Config) { c.MaxInFlight = 0 }, wantErr: []string{"maxInFlight"}},
 		{name: "zero timeout", mod: func(c *Config) { c.DelegateTimeout = Duration{} }, wantErr: []string{"delegateTimeout"}},
+		{name: "zero NAD sync wait", mod: func(c *Config) { c.NADSyncWait = Duration{} }, wantErr: []string{"nadSyncWait", "positive"}},
 		{name: "request outlives shim", mod: func(c *Config) { c.RequestTimeout = Duration{3 * time.Minute} }, wantErr: []string{"requestTimeout", "shimTimeout"}},
 		{name: "several errors at once", mod: func(c *Config) { c.StateDir, c.MaxInFlight = "", -1 }, wantErr: []string{"stateDir", "maxInFlight"}},
 	}

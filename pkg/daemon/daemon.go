@@ -41,8 +41,10 @@ const shutdownTimeout = 30 * time.Second
 // The shim's socket is served at once, before the informers have synced,
 // so that DEL, CHECK and GC (which need only the attachment records) work
 // while the API server is unreachable; ADD waits for the pod in the
-// informer (then one GET). The CNI config file is written once the
-// informers have synced and the default network is available (spec §6.1).
+// informer (then one GET), and for the NAD informer's first list (at most
+// nadSyncWait; then one GET of a NAD the cache lacks). The CNI config file
+// is written once the informers have synced and the default network is
+// available (spec §6.1).
 //
 // Errors: the API client cannot be built, the state dir or the socket
 // cannot be created, the metrics address cannot be bound.
@@ -143,7 +145,7 @@ func Run(ctx context.Context, cfg Config) error {
 		DefaultNetwork:  defaultNetwork,
 		AuxiliaryChain:  auxiliaryChainFunc(cfg),
 		Pods:            pods,
-		NADs:            nads,
+		NADs:            nadLookup(nadClient, nadInformer, cfg.NADSyncWait.Duration, m),
 		Resolver:        resolver,
 		Isolation:       selection.IsolationPolicy{Enabled: cfg.NamespaceIsolation, GlobalNamespaces: cfg.GlobalNamespaces},
 		Status:          kube.NewStatusPatcher(client),
@@ -251,6 +253,23 @@ func Run(ctx context.Context, cfg Config) error {
 		_ = httpServer.Shutdown(sctx)
 	}
 	return nil
+}
+
+// nadLookup is how ADD reads the NADs a pod selects: it waits for the NAD
+// informer's first full list (at most wait, and the request's deadline:
+// after a restart the runtime calls ADD at once, the CNI config file having
+// stayed in place), reads the cache, and GETs a NAD the cache does not have
+// (applied together with its pod, its watch event not delivered yet) through
+// client. m counts the GETs and the waits.
+func nadLookup(client apiclient.Interface, inf cache.SharedIndexInformer, wait time.Duration, m *metrics) *apiclient.NADLookup {
+	return &apiclient.NADLookup{
+		Cache:      apiclient.NewNetworkAttachmentDefinitionLister(inf.GetIndexer()),
+		Live:       apiclient.LiveNADs(client),
+		Synced:     inf.HasSynced,
+		SyncWait:   wait,
+		OnLive:     m.NADLiveLookup,
+		OnSyncWait: m.NADSyncWait,
+	}
 }
 
 // auxiliaryChainFunc loads the auxiliary chain from its sub-directory of

@@ -8,6 +8,8 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/multinet/multinet/pkg/apiclient"
 )
 
 // metrics are multinetd's Prometheus metrics, in their own registry.
@@ -20,6 +22,8 @@ type metrics struct {
 	inFlight   prometheus.Gauge
 	delegate   *prometheus.HistogramVec // command, plugin
 	delegateEr *prometheus.CounterVec   // command, plugin, code
+	nadLive    *prometheus.CounterVec   // result
+	nadSync    *prometheus.HistogramVec // result
 }
 
 // latencyBuckets span 1 ms to about 65 s, in seconds.
@@ -55,9 +59,21 @@ func newMetrics() *metrics {
 			Namespace: "multinet", Name: "delegate_errors_total",
 			Help: "Failed delegate invocations, by command, plugin type and CNI error code.",
 		}, []string{"command", "plugin", "code"}),
+		nadLive: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "multinet", Name: "nad_live_lookups_total",
+			Help: "NetworkAttachmentDefinitions an ADD did not find in the synced informer cache, read from the API server, by result (found: the informer lagged).",
+		}, []string{"result"}),
+		nadSync: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "multinet", Name: "nad_sync_wait_seconds",
+			Help:    "Time an ADD's NAD lookup waited for the NAD informer's first list, by result (synced, not_synced: gave up after nadSyncWait or the request's deadline).",
+			Buckets: latencyBuckets,
+		}, []string{"result"}),
 	}
-	m.registry.MustRegister(m.opDuration, m.opTotal, m.queued, m.inFlight, m.delegate, m.delegateEr,
+	m.registry.MustRegister(m.opDuration, m.opTotal, m.queued, m.inFlight, m.delegate, m.delegateEr, m.nadLive, m.nadSync,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, r := range []string{apiclient.LiveFound, apiclient.LiveNotFound, apiclient.LiveError} {
+		m.nadLive.WithLabelValues(r)
+	}
 	return m
 }
 
@@ -87,4 +103,18 @@ func (m *metrics) DelegateDone(command, plugin string, d time.Duration, err erro
 		}
 		m.delegateEr.WithLabelValues(command, plugin, code).Inc()
 	}
+}
+
+// NADLiveLookup counts one live GET of a NAD the informer cache did not have
+// (apiclient.NADLookup.OnLive).
+func (m *metrics) NADLiveLookup(result string) { m.nadLive.WithLabelValues(result).Inc() }
+
+// NADSyncWait observes one wait for the NAD informer's first list
+// (apiclient.NADLookup.OnSyncWait).
+func (m *metrics) NADSyncWait(waited time.Duration, synced bool) {
+	result := "synced"
+	if !synced {
+		result = "not_synced"
+	}
+	m.nadSync.WithLabelValues(result).Observe(waited.Seconds())
 }

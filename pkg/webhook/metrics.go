@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/multinet/multinet/pkg/apiclient"
 )
 
 // Decision results, the "result" label of the decisions counter.
@@ -53,7 +55,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			return nil, fmt.Errorf("registering webhook metrics: %w", err)
 		}
 	}
-	for _, r := range []string{lookupFound, lookupNotFound, lookupError} {
+	for _, r := range []string{apiclient.LiveFound, apiclient.LiveNotFound, apiclient.LiveError} {
 		m.nadLiveLookups.WithLabelValues(r)
 	}
 	for _, h := range []string{"mutate-pods", "validate-pods", "validate-nads"} {

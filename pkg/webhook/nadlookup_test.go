@@ -101,7 +101,7 @@ func TestLiveNADLookupTimeout(t *testing.T) {
 	live := &liveNADs{delay: time.Minute}
 	w := newHooks(t, Options{NADs: lister(t), LiveNAD: live.get, LiveNADTimeout: 50 * time.Millisecond})
 	start := time.Now()
-	_, err := w.lookupNAD(context.Background(), "ns1", "slow")
+	_, err := w.nads.Get(context.Background(), "ns1", "slow")
 	if !errors.Is(err, context.DeadlineExceeded) || apierrors.IsNotFound(err) {
 		t.Fatalf("err %v, want a deadline error", err)
 	}

@@ -137,7 +137,7 @@ func (w *Webhooks) demand(ctx context.Context, sel []selected) (demand, error) {
 				d.missing = append(d.missing, fmt.Sprintf("(lookups stopped after %d missing NADs)", maxMissingLookups))
 				break
 			}
-			nad, err := w.lookupNAD(ctx, s.elem.Namespace, s.elem.Name)
+			nad, err := w.nads.Get(ctx, s.elem.Namespace, s.elem.Name)
 			switch {
 			case apierrors.IsNotFound(err):
 				l.missing = true

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
+	"github.com/multinet/multinet/pkg/apiclient"
 	"github.com/multinet/multinet/pkg/selection"
 )
 
@@ -90,7 +91,8 @@ type Options struct {
 
 // Webhooks holds the three admission handlers. Safe for concurrent use.
 type Webhooks struct {
-	o Options
+	o    Options
+	nads *apiclient.NADLookup
 }
 
 // New checks o, fills in defaults and returns the handlers. Errors name the
@@ -117,7 +119,7 @@ func New(o Options) (*Webhooks, error) {
 	if o.ContainerIndex < 0 {
 		return nil, fmt.Errorf("webhook options: ContainerIndex %d: must not be negative", o.ContainerIndex)
 	}
-	return &Webhooks{o: o}, nil
+	return &Webhooks{o: o, nads: newNADLookup(o)}, nil
 }
 
 // Handlers returns the HTTP handler of each path (MutatePodsPath,

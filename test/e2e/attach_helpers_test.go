@@ -58,6 +58,16 @@ func randHex(n int) string {
 // tuning); caps are the bridge plugin's capabilities.
 func bridgeNet(t *testing.T, ns, name, version string, caps map[string]bool, extraPlugins ...map[string]any) *testNet {
 	t.Helper()
+	tn, conf := bridgeNetConf(t, ns, name, version, caps, extraPlugins...)
+	createNAD(t, ns, name, conf, nil)
+	return tn
+}
+
+// bridgeNetConf is bridgeNet without creating the NAD: it returns the
+// network and the NAD's spec.config (to be marshalled), for a test that
+// creates the NAD its own way.
+func bridgeNetConf(t *testing.T, ns, name, version string, caps map[string]bool, extraPlugins ...map[string]any) (*testNet, map[string]any) {
+	t.Helper()
 	n := nextSubnet()
 	tn := &testNet{
 		Namespace: ns, Name: name,
@@ -73,12 +83,11 @@ func bridgeNet(t *testing.T, ns, name, version string, caps map[string]bool, ext
 	}
 	plugins := append([]map[string]any{bridge}, extraPlugins...)
 	conf := map[string]any{"cniVersion": version, "name": name, "plugins": plugins}
-	createNAD(t, ns, name, conf, nil)
 	t.Cleanup(func() {
 		_ = exec.Command("ip", "link", "del", tn.Bridge).Run()
 		_ = os.RemoveAll(tn.DataDir)
 	})
-	return tn
+	return tn, conf
 }
 
 // createNAD creates NetworkAttachmentDefinition ns/name with spec.config conf

@@ -148,6 +148,12 @@ func kubectl(ctx context.Context, args ...string) (string, error) {
 
 // kubectlTimeout is kubectl with deadline d.
 func kubectlTimeout(ctx context.Context, d time.Duration, args ...string) (string, error) {
+	return kubectlInput(ctx, d, nil, args...)
+}
+
+// kubectlInput is kubectlTimeout with stdin (nil: none), e.g. for
+// "apply -f -".
+func kubectlInput(ctx context.Context, d time.Duration, stdin []byte, args ...string) (string, error) {
 	bin := testCluster.env["KUBECTL"]
 	if bin == "" {
 		bin = "kubectl"
@@ -156,6 +162,9 @@ func kubectlTimeout(ctx context.Context, d time.Duration, args ...string) (strin
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, append([]string{"--kubeconfig", testCluster.env["KUBECONFIG"]}, args...)...)
 	var stdout, stderr bytes.Buffer
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {

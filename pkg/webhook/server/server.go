@@ -37,7 +37,6 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
 	"github.com/multinet/multinet/pkg/apiclient"
 	"github.com/multinet/multinet/pkg/webhook"
 	"github.com/multinet/multinet/pkg/webhook/certs"
@@ -203,9 +202,7 @@ func Run(ctx context.Context, c Config) error {
 	// The informer's cache first; a NAD it has not seen yet (created just
 	// before the pod) is read from the API server before a pod is denied.
 	hopts.NADs = apiclient.NewNetworkAttachmentDefinitionLister(inf.GetIndexer())
-	hopts.LiveNAD = func(ctx context.Context, ns, name string) (*nadv1.NetworkAttachmentDefinition, error) {
-		return nadClient.NetworkAttachmentDefinitions(ns).Get(ctx, name, metav1.GetOptions{})
-	}
+	hopts.LiveNAD = apiclient.LiveNADs(nadClient)
 	hopts.Synced = inf.HasSynced
 	hopts.Metrics = metrics
 	hooks, err := webhook.New(hopts)
