@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/multinet/multinet/internal/atomicfile"
 )
 
 // RecordVersion is the on-disk format version written by this package.
@@ -166,51 +168,22 @@ func (s *Store) save(r *Record, durable bool) error {
 	return writeAtomic(s.dir, p, data, durable)
 }
 
-// writeAtomic writes data to path through a temp file in dir and a rename;
-// durable also fsyncs the file before the rename and dir after it. It holds a
-// shared writer lock on dir from before the temp file is created until after
-// the rename, so that List never removes the temp file of a write in
-// progress (see removeStaleTemps).
+// writeAtomic writes data to path (mode 0600) with atomicfile; durable also
+// fsyncs the file before the rename and dir after it. It holds a shared
+// writer lock on dir from before the temp file (named tmpPrefix+base+"-"...)
+// is created until after the rename, so that List never removes the temp
+// file of a write in progress (see removeStaleTemps).
 func writeAtomic(dir, path string, data []byte, durable bool) error {
 	d, err := lockDir(dir, unix.LOCK_SH)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	defer d.Close() // releases the writer lock
-	f, err := os.CreateTemp(dir, tmpPrefix+filepath.Base(path)+"-")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if durable {
-		if err := f.Sync(); err != nil {
-			return fmt.Errorf("fsync %s: %w", tmp, err)
-		}
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("rename %s: %w", tmp, err)
-	}
-	ok = true
+	opts := []atomicfile.Option{atomicfile.TempPrefix(tmpPrefix + filepath.Base(path) + "-")}
 	if !durable {
-		return nil
+		opts = append(opts, atomicfile.NoSync())
 	}
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("fsync dir %s: %w", dir, err)
-	}
-	return nil
+	return atomicfile.WriteFile(path, data, 0o600, opts...)
 }
 
 // tmpPrefix starts the name of every temporary file of a write in progress
