@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/multinet/multinet/internal/atomicfile"
 )
 
 // DefaultRoot is the device-info root directory of spec §4.1 and §4.2; the
@@ -270,11 +272,11 @@ func (s Store) CopyToCNI(resourceName, deviceID, uniqueName string) (string, err
 	return dst, nil
 }
 
-// WriteFile validates d and writes its JSON encoding to path atomically: a
-// temporary file in the same directory is written, fsynced and renamed over
-// path, then the directory is fsynced; readers see the old or the new file,
-// never a part. The directory is created (DirMode) when missing; the file
-// gets FileMode.
+// WriteFile validates d and writes its JSON encoding to path atomically
+// (internal/atomicfile): a temporary file in the same directory is written,
+// fsynced and renamed over path, then the directory is fsynced; readers see
+// the old or the new file, never a part. The directory is created (DirMode)
+// when missing; the file gets FileMode.
 func WriteFile(path string, d *DeviceInfo) error {
 	data, err := d.Encode()
 	if err != nil {
@@ -283,40 +285,12 @@ func WriteFile(path string, d *DeviceInfo) error {
 	return writeAtomic(path, data)
 }
 
-func writeAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, DirMode); err != nil {
+func writeAtomic(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), DirMode); err != nil {
 		return fmt.Errorf("create device-info directory: %w", err)
 	}
-	f, err := os.CreateTemp(dir, ".devinfo-*.tmp")
-	if err != nil {
-		return fmt.Errorf("write device-info file %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			_ = f.Close()
-			_ = os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return fmt.Errorf("write device-info file %s: %w", path, err)
-	}
-	if err = f.Chmod(FileMode); err != nil {
-		return fmt.Errorf("write device-info file %s: %w", path, err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("write device-info file %s: fsync: %w", path, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("write device-info file %s: %w", path, err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write device-info file %s: %w", path, err)
-	}
-	if d, derr := os.Open(dir); derr == nil {
-		_ = d.Sync() // best effort: the rename is done; a failed dir fsync loses only durability
-		_ = d.Close()
+	if err := atomicfile.WriteFile(path, data, FileMode); err != nil {
+		return fmt.Errorf("device-info file: %w", err)
 	}
 	return nil
 }
