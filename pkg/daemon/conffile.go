@@ -16,6 +16,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"k8s.io/klog/v2"
 
+	"github.com/multinet/multinet/internal/atomicfile"
 	"github.com/multinet/multinet/pkg/netconf"
 )
 
@@ -128,28 +129,8 @@ func (f *confFile) sync() (bool, error) {
 	if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
 		return false, fmt.Errorf("create CNI conf dir: %w", err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(f.path), "."+filepath.Base(f.path)+".tmp-*")
-	if err != nil {
-		return false, fmt.Errorf("write %s: %w", f.path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(want); err != nil {
-		tmp.Close()
-		return false, fmt.Errorf("write %s: %w", f.path, err)
-	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return false, fmt.Errorf("write %s: %w", f.path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return false, fmt.Errorf("write %s: %w", f.path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return false, fmt.Errorf("write %s: %w", f.path, err)
-	}
-	if err := os.Rename(tmp.Name(), f.path); err != nil {
-		return false, fmt.Errorf("write %s: %w", f.path, err)
+	if err := atomicfile.WriteFile(f.path, want, 0o644); err != nil {
+		return false, err
 	}
 	return true, nil
 }
@@ -201,7 +182,7 @@ func (f *confFile) run(ctx context.Context, resync time.Duration, written func()
 		case <-ctx.Done():
 			return
 		case ev := <-events:
-			if strings.HasPrefix(filepath.Base(ev.Name), "."+filepath.Base(f.path)+".tmp-") || ev.Op == fsnotify.Chmod {
+			if strings.HasPrefix(filepath.Base(ev.Name), atomicfile.DefaultTempPrefix(f.path)) || ev.Op == fsnotify.Chmod {
 				continue
 			}
 			check("fsnotify " + ev.Name)
