@@ -12,14 +12,16 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/multinet/multinet/internal/atomicfile"
 )
 
 // installFile copies src to dst so that dst is at every moment either the
-// old file or the complete new one: the bytes go to a temporary file in
-// dst's directory, which is synced and then renamed over dst. A running
-// dst (the runtime executing multinet-shim) keeps its inode; nothing ever
-// writes into it, so there is no "text file busy". When dst already has
-// src's content nothing is written and changed is false.
+// old file or the complete new one (internal/atomicfile): the bytes go to a
+// temporary file in dst's directory, which is synced and then renamed over
+// dst. A running dst (the runtime executing multinet-shim) keeps its inode;
+// nothing ever writes into it, so there is no "text file busy". When dst
+// already has src's content nothing is written and changed is false.
 func installFile(src, dst string, mode os.FileMode) (changed bool, err error) {
 	same, err := sameContent(src, dst)
 	if err != nil {
@@ -33,30 +35,8 @@ func installFile(src, dst string, mode os.FileMode) (changed bool, err error) {
 		return false, err
 	}
 	defer in.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-")
-	if err != nil {
-		return false, fmt.Errorf("install %s: %w", dst, err)
-	}
-	defer func() {
-		if err != nil {
-			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = io.Copy(tmp, in); err != nil {
-		return false, fmt.Errorf("install %s: copy: %w", dst, err)
-	}
-	if err = tmp.Chmod(mode); err != nil {
-		return false, fmt.Errorf("install %s: %w", dst, err)
-	}
-	if err = tmp.Sync(); err != nil {
-		return false, fmt.Errorf("install %s: %w", dst, err)
-	}
-	if err = tmp.Close(); err != nil {
-		return false, fmt.Errorf("install %s: %w", dst, err)
-	}
-	if err = os.Rename(tmp.Name(), dst); err != nil {
-		return false, fmt.Errorf("install %s: %w", dst, err)
+	if err := atomicfile.Write(dst, in, mode); err != nil {
+		return false, fmt.Errorf("install: %w", err)
 	}
 	return true, nil
 }

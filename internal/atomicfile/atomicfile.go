@@ -6,7 +6,7 @@
 //
 // It is the one implementation of that sequence in multinet: the attachment
 // records (pkg/state), the device-info files (pkg/devinfo), multinetd's CNI
-// config file (pkg/daemon) and the binaries and configs multinet-install
+// config file (pkg/daemon) and the CNI plugin binaries multinet-install
 // copies onto the node all use it.
 package atomicfile
 
