@@ -42,7 +42,6 @@ type bench struct {
 	pid        int
 	ids        []identity
 	pods       []podRef
-	setupDone  bool
 	fsCreated  bool
 	nsCreated  bool
 	cleanedUp  bool
