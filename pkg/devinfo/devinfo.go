@@ -295,10 +295,17 @@ func (m *Memif) validate() error {
 	return nil
 }
 
-// IsPCIAddress reports whether s is a PCI address in the standard BDF form
-// "dddd:BB:DD.f" of spec §3.1.3.1: 4 hex digits of domain, 2 of bus, 2 of
-// device (at most 0x1f), a dot and one function digit 0-7. Hex digits may be
-// either case (sysfs writes lower case).
+// IsPCIAddress reports whether s is a PCI address in the form the
+// device-info spec gives for "pci-address" (§3.1.3.1; the same words in
+// §3.1.3.4, §3.1.4.4 and §3.1.4.5):
+//
+//	This required key’s value (type string) shall contain the PCI Address of the device (in standard BDF format “dddd:BB:DD.f”).
+//
+// That is 4 hex digits of domain, ':', 2 of bus, ':', 2 of device (at most
+// 0x1f), '.' and one function digit 0-7. Hex digits may be either case
+// (sysfs writes lower case). It is multinet's only PCI address check: the
+// device plugin's config, its sysfs discovery, multinet-netdev and the
+// network-status "pciID" mapping all use it (docs/decisions/devinfo.md).
 func IsPCIAddress(s string) bool {
 	if len(s) != 12 || s[4] != ':' || s[7] != ':' || s[10] != '.' {
 		return false

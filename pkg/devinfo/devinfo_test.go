@@ -204,23 +204,43 @@ func TestValidateAcceptsAllEnumValues(t *testing.T) {
 	}
 }
 
+// pciAddressCases are IsPCIAddress's table, also the seeds of
+// FuzzIsPCIAddress.
+var pciAddressCases = map[string]bool{
+	"0000:01:02.2":   true, // spec §4.3 example
+	"0000:18:0a.2":   true, // spec §6.1.2 example
+	"0000:af:1f.7":   true,
+	"0000:AF:1F.7":   true,
+	"0000:aF:1f.0":   true,
+	"10de:00:00.0":   true,
+	"ffff:ff:1f.7":   true,
+	"0000:01:02.8":   false, // function 0-7
+	"0000:01:02.f":   false,
+	"0000:01:20.0":   false, // device 0x00-0x1f
+	"0000:01:ff.0":   false,
+	"0000:01:02:2":   false, // §6.1.2 vdpa example typo
+	"01:02.2":        false, // no domain (lspci's short form)
+	"00000:01:02.2":  false, // domain longer than dddd
+	"10000:18:02.5":  false,
+	"000:01:02.2":    false,
+	"0000:1:02.2":    false,
+	"0000:001:02.2":  false,
+	"0000:01:2.2":    false,
+	"0000:0g:02.2":   false,
+	"0x00:01:02.2":   false,
+	"0000-01-02.2":   false,
+	"0000:01:02.":    false,
+	"0000:01:02.22":  false,
+	" 0000:01:02.2":  false,
+	"0000:01:02.2\n": false,
+	"0000:01:02.2/":  false,
+	"０000:01:02.2":   false, // a full-width digit is not hex
+	"8086:154c":      false, // vendor:device ID, not an address
+	"":               false,
+}
+
 func TestIsPCIAddress(t *testing.T) {
-	for s, want := range map[string]bool{
-		"0000:01:02.2":  true,
-		"0000:af:1f.7":  true,
-		"0000:AF:1F.7":  true,
-		"10de:00:00.0":  true,
-		"0000:01:02.8":  false, // function 0-7
-		"0000:01:20.0":  false, // device 0x00-0x1f
-		"0000:01:02:2":  false, // §6.1.2 vdpa example typo
-		"01:02.2":       false,
-		"00000:01:02.2": false,
-		"0000:1:02.2":   false,
-		"0000:0g:02.2":  false,
-		"0000-01-02.2":  false,
-		"0000:01:02.":   false,
-		"":              false,
-	} {
+	for s, want := range pciAddressCases {
 		if got := IsPCIAddress(s); got != want {
 			t.Errorf("IsPCIAddress(%q) = %v, want %v", s, got, want)
 		}

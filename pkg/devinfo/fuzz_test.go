@@ -1,8 +1,10 @@
 package devinfo
 
 import (
+	"fmt"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -60,6 +62,34 @@ func FuzzPaths(f *testing.F) {
 		}
 		if _, err := s.CNIPath(u); err != nil {
 			t.Fatalf("UniqueName(%q, %q, %q) = %q, rejected by CNIPath: %v", resourceName, network, deviceID, u, err)
+		}
+	})
+}
+
+// bdfRE is an independent statement of the BDF form "dddd:BB:DD.f" that
+// IsPCIAddress checks: device 00-1f, function 0-7, hex of either case.
+var bdfRE = regexp.MustCompile(`^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[01][0-9a-fA-F]\.[0-7]$`)
+
+// FuzzIsPCIAddress: IsPCIAddress agrees with bdfRE, and an accepted address
+// is its own domain, bus, device and function printed back in BDF form.
+func FuzzIsPCIAddress(f *testing.F) {
+	for s := range pciAddressCases {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got := IsPCIAddress(s)
+		if want := bdfRE.MatchString(s); got != want {
+			t.Fatalf("IsPCIAddress(%q) = %v, want %v", s, got, want)
+		}
+		if !got {
+			return
+		}
+		var domain, bus, dev, fn uint
+		if n, err := fmt.Sscanf(s, "%4x:%2x:%2x.%1x", &domain, &bus, &dev, &fn); n != 4 || err != nil {
+			t.Fatalf("accepted %q does not scan as BDF: %d, %v", s, n, err)
+		}
+		if back := fmt.Sprintf("%04x:%02x:%02x.%x", domain, bus, dev, fn); back != strings.ToLower(s) {
+			t.Fatalf("accepted %q prints back as %q", s, back)
 		}
 	})
 }

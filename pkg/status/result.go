@@ -5,12 +5,13 @@ import (
 	"fmt"
 	"net"
 	"reflect"
-	"regexp"
 
 	"github.com/containernetworking/cni/pkg/types"
 	types020 "github.com/containernetworking/cni/pkg/types/020"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/multinet/multinet/pkg/devinfo"
 )
 
 // mainRouteTable is the Linux main routing table (RT_TABLE_MAIN).
@@ -34,10 +35,6 @@ type Options struct {
 	// "device-info". Empty means none.
 	DeviceInfo json.RawMessage
 }
-
-// pciAddress matches a full PCI address "DDDD:BB:DD.F" with a 4-8 digit domain
-// (device-info spec "pci-address").
-var pciAddress = regexp.MustCompile(`^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-1][0-9a-fA-F]\.[0-7]$`)
 
 // FromResult builds the network-status entry of one attachment (spec §5.1,
 // §5.3) from the CNI result of its ADD (or GET/CHECK) and returns it.
@@ -144,7 +141,7 @@ func FromResultWithOmissions(result types.Result, networkKey, ifName string, opt
 			return NetworkStatus{}, nil, fmt.Errorf("network %q: interfaces[%d].mtu: %d is negative", networkKey, sandbox, st.MTU)
 		}
 		ips = sandboxIPs(res.IPs, sandbox)
-		if st.DeviceInfo == nil && pciAddress.MatchString(intf.PciID) {
+		if st.DeviceInfo == nil && devinfo.IsPCIAddress(intf.PciID) {
 			st.DeviceInfo = pciDeviceInfo(intf.PciID)
 		}
 	default:

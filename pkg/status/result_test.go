@@ -168,6 +168,12 @@ func TestFromResult(t *testing.T) {
 				"interfaces":[{"name":"net8","sandbox":"/var/run/netns/p8","pciID":"8086:154c"}]}`,
 			want: NetworkStatus{Name: "ns/net", Interface: "net8"},
 		},
+		{
+			name: "§5.3.8 1.1.0: a pciID with a domain longer than the device-info spec's dddd gives no device-info",
+			result: `{"cniVersion":"1.1.0",
+				"interfaces":[{"name":"net9","sandbox":"/var/run/netns/p9","pciID":"10000:18:02.5"}]}`,
+			want: NetworkStatus{Name: "ns/net", Interface: "net9"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

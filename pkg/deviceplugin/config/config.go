@@ -16,6 +16,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
+
+	"github.com/multinet/multinet/pkg/devinfo"
 )
 
 // MaxFileSize is the largest configuration file Load reads, in bytes.
@@ -293,7 +295,7 @@ func (s *PCISelector) validate() error {
 		}
 	}
 	for i, a := range s.Addresses {
-		if !isPCIAddress(a) {
+		if !devinfo.IsPCIAddress(a) {
 			return fmt.Errorf("pci.addresses[%d] %q: must be a PCI address dddd:BB:DD.f", i, a)
 		}
 	}
@@ -311,13 +313,6 @@ func isHexID(s string) bool {
 		return false
 	}
 	return strings.Trim(s, "0123456789abcdef") == ""
-}
-
-func isPCIAddress(s string) bool {
-	if len(s) != 12 || s[4] != ':' || s[7] != ':' || s[10] != '.' {
-		return false
-	}
-	return strings.Trim(strings.ToLower(s[:4]+s[5:7]+s[8:10]), "0123456789abcdef") == "" && s[11] >= '0' && s[11] <= '7'
 }
 
 func validateSlots(kind, dir string, slots int, socketName, containerPath string) error {

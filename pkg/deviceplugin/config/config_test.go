@@ -100,6 +100,7 @@ func TestParseErrors(t *testing.T) {
 		{"pci vendor", pool("  pci: {vendors: ['808']}"), "pci.vendors[0]"},
 		{"pci device", pool("  pci: {devices: [zzzz]}"), "pci.devices[0]"},
 		{"pci address", pool("  pci: {addresses: ['01:00.0']}"), "pci.addresses[0]"},
+		{"pci address device > 0x1f", pool("  pci: {addresses: ['0000:01:20.0']}"), "pci.addresses[0]"},
 		{"pci pfName", pool("  pci: {pfNames: ['']}"), "pci.pfNames[0]"},
 		{"vhost mode", pool("  vhostUser: {dir: /d, slots: 1, mode: master, containerPath: /c}"), "vhostUser.mode"},
 		{"vhost dir relative", pool("  vhostUser: {dir: d, slots: 1, mode: client, containerPath: /c}"), "vhostUser.dir"},
