@@ -85,10 +85,6 @@ type PlanOptions struct {
 	// DefaultIfName is the default network's CNI_IFNAME (the runtime's, e.g.
 	// "eth0"); no other attachment may use it.
 	DefaultIfName string
-	// Reserved are further interface names already used in the pod (e.g.
-	// attachments kept across a hot-plug); generated names skip them and an
-	// explicit request for one fails.
-	Reserved []string
 }
 
 // Attachment is one planned delegate invocation: the network attachment
@@ -201,12 +197,9 @@ func Declares(list *libcni.NetworkConfigList, c string) bool {
 // Nothing of the runtime's own runtimeConfig reaches these attachments (§7.5;
 // see DefaultAttachment). Errors name the network and the element index.
 func Plan(nets []Network, opts PlanOptions) ([]Attachment, error) {
-	taken := make(map[string]string, len(nets)+len(opts.Reserved)+1) // ifname → owner, for errors
+	taken := make(map[string]string, len(nets)+1) // ifname → owner, for errors
 	if opts.DefaultIfName != "" {
 		taken[opts.DefaultIfName] = "the default network"
-	}
-	for _, r := range opts.Reserved {
-		taken[r] = "an existing attachment"
 	}
 	ifNames := make([]string, len(nets))
 	for i := range nets {
