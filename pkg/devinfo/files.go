@@ -209,38 +209,6 @@ func (s Store) RemoveDP(resourceName, deviceID string) error {
 	return RemoveFile(p)
 }
 
-// WriteCNI writes d to the CNI Plugin Device Information file uniqueName
-// (spec §4.2), creating the cni directory when missing (§4.2.1), and returns
-// the path.
-func (s Store) WriteCNI(uniqueName string, d *DeviceInfo) (string, error) {
-	p, err := s.CNIPath(uniqueName)
-	if err != nil {
-		return "", err
-	}
-	return p, WriteFile(p, d)
-}
-
-// ReadCNI reads and validates the CNI Plugin Device Information file
-// uniqueName (spec §4.2, §6.1.1). A missing file (no plugin wrote one) gives
-// an error matching fs.ErrNotExist.
-func (s Store) ReadCNI(uniqueName string) (*DeviceInfo, error) {
-	p, err := s.CNIPath(uniqueName)
-	if err != nil {
-		return nil, err
-	}
-	return ReadFile(p)
-}
-
-// RemoveCNI removes the CNI Plugin Device Information file uniqueName (spec
-// §4.2.1: on CNI DEL). A missing file is not an error.
-func (s Store) RemoveCNI(uniqueName string) error {
-	p, err := s.CNIPath(uniqueName)
-	if err != nil {
-		return err
-	}
-	return RemoveFile(p)
-}
-
 // CopyToCNI copies the Device Plugin Device Information file of (resourceName,
 // deviceID) to the CNI Plugin Device Information file uniqueName (spec §4.2.1)
 // and returns the CNI file's path. The content is validated (spec §3) and

@@ -181,10 +181,10 @@ func TestCopyToCNI(t *testing.T) {
 	if err != nil || string(b) != content {
 		t.Fatalf("CNI file = %q, %v; want %q", b, err, content)
 	}
-	if _, err := s.ReadCNI(unique); err != nil {
-		t.Fatalf("ReadCNI: %v", err)
+	if _, err := ReadFile(dst); err != nil {
+		t.Fatalf("ReadFile: %v", err)
 	}
-	if err := s.RemoveCNI(unique); err != nil {
+	if err := RemoveFile(dst); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(dst); !errors.Is(err, fs.ErrNotExist) {
@@ -209,18 +209,6 @@ func TestCopyToCNI(t *testing.T) {
 	// Unsafe names are rejected before anything is read.
 	if _, err := s.CopyToCNI("example.com/net", "0000:01:02.2", "../dp/x"); err == nil || !strings.Contains(err.Error(), "uniqueName") {
 		t.Fatalf("CopyToCNI(../dp/x) = %v", err)
-	}
-}
-
-func TestWriteReadCNI(t *testing.T) {
-	s := Store{Root: t.TempDir()}
-	p, err := s.WriteCNI("u1.json", vhostInfo("/var/run/net3/vhost.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := ReadFile(p)
-	if err != nil || got.VhostUser.Path != "/var/run/net3/vhost.sock" {
-		t.Fatalf("ReadFile = %+v, %v", got, err)
 	}
 }
 
@@ -270,7 +258,7 @@ func TestUniqueName(t *testing.T) {
 // A device plugin file whose only fault is a "version" we cannot use
 // ("v1.1.0", the form of the spec repository's tags, not of the key) is
 // copied all the same (§4.2.1 "copy the content"): the CNI plugin reads it,
-// network-status leaves it out. ReadCNI still reports the version.
+// network-status leaves it out. ReadFile still reports the version.
 func TestCopyToCNIUnusableVersion(t *testing.T) {
 	s := Store{Root: t.TempDir()}
 	content := `{"type":"pci","version":"v1.1.0","pci":{"pci-address":"0000:01:02.2"}}`
@@ -288,10 +276,10 @@ func TestCopyToCNIUnusableVersion(t *testing.T) {
 	if b, err := os.ReadFile(dst); err != nil || string(b) != content {
 		t.Fatalf("CNI file = %q, %v; want %q", b, err, content)
 	}
-	_, err = s.ReadCNI("u1")
+	_, err = ReadFile(dst)
 	var fe *FieldError
 	if !errors.As(err, &fe) || fe.Field != "version" {
-		t.Fatalf("ReadCNI = %v, want the version FieldError", err)
+		t.Fatalf("ReadFile = %v, want the version FieldError", err)
 	}
 	if _, err := ReadFileRaw(dst); !errors.As(err, &fe) || fe.Field != "version" {
 		t.Fatalf("ReadFileRaw = %v, want the version FieldError", err)
