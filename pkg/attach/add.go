@@ -28,8 +28,9 @@ type libcniList = libcni.NetworkConfigList
 // Add performs CNI ADD for one pod sandbox (DESIGN.md "The ADD path"):
 // the default network on the runtime's CNI_IFNAME, then every selected
 // network in annotation order (spec §6.2, §4). The record of the attachments
-// is written before any delegate runs and again, with the results, before Add
-// returns. network-status (§5) is written with one PATCH.
+// is written before any delegate runs and again, with the results and the
+// network-status (§5) to publish, before Add returns; network-status is then
+// PATCHed (netstatus.go: after the record, retried in the background).
 //
 // It returns the default network's result in the cniVersion of the runtime's
 // configuration. Errors are *types.Error naming the network, the plugin and
@@ -147,25 +148,6 @@ func (e *Engine) Add(ctx context.Context, req *api.Request) ([]byte, error) {
 	if err != nil {
 		return nil, e.failAdd(ctx, req, rec, p, len(p.attachments), err)
 	}
-
-	// The network-status PATCH (a round trip to the API server) overlaps
-	// the final record save (an fsync): both are done before ADD returns.
-	statusDone := make(chan struct{})
-	if p.pod != nil {
-		go func() {
-			defer close(statusDone)
-			e.writeStatus(ctx, p, list)
-		}()
-	} else {
-		close(statusDone)
-	}
-	rec.Complete = true
-	if err := e.opts.Store.Save(rec); err != nil {
-		<-statusDone
-		return nil, e.failAdd(ctx, req, rec, p, len(p.attachments), fmt.Errorf("save attachment record: %w", err))
-	}
-	<-statusDone
-
 	out, err := results[0].GetAsVersion(cniVersion)
 	if err != nil {
 		return nil, e.failAdd(ctx, req, rec, p, len(p.attachments), fmt.Errorf("default network %s: convert its result to cniVersion %s: %w", p.attachments[0].NetworkKey, cniVersion, err))
@@ -173,6 +155,22 @@ func (e *Engine) Add(ctx context.Context, req *api.Request) ([]byte, error) {
 	body, err := json.Marshal(out)
 	if err != nil {
 		return nil, e.failAdd(ctx, req, rec, p, len(p.attachments), fmt.Errorf("encode result: %w", err))
+	}
+
+	// The final record, with the network-status to publish, is saved
+	// durably first; network-status is published only then. A save that
+	// fails fails the ADD and tears the attachments down, and nothing
+	// listing them was published. A PATCH that fails does not fail the ADD
+	// (the pod's networks are up): the record keeps the status pending and
+	// multinetd retries it in the background (netstatus.go).
+	rec.Complete = true
+	rec.NetworkStatus = e.statusIntent(log, p, list)
+	if err := e.opts.Store.Save(rec); err != nil {
+		rec.Complete, rec.NetworkStatus = false, nil
+		return nil, e.failAdd(ctx, req, rec, p, len(p.attachments), fmt.Errorf("save attachment record: %w", err))
+	}
+	if rec.NetworkStatus != nil {
+		e.publishStatus(ctx, p.pod, rec)
 	}
 
 	if p.pod != nil {
@@ -198,6 +196,7 @@ func (e *Engine) tearDownEarlierAdd(ctx context.Context, req *api.Request, log k
 		return nil
 	}
 	log.Info("tearing down the attachments of an earlier ADD", "attachments", len(old.Attachments))
+	e.withdrawStatus(req.ContainerID, old) // its network-status lists them
 	terr := e.teardown(ctx, req.Path, req.Netns, old, len(old.Attachments))
 	if terr == nil {
 		return nil
@@ -385,37 +384,6 @@ func (e *Engine) networkStatus(p *plan, results []types.Result, routedVia []stri
 // network-status leaves out.
 func (e *Engine) omitted(p *plan, network string, o status.Omission) {
 	e.warningEvent(p.pod, kube.ReasonValueIgnored, "network %s: network-status %s left out: %s", network, o.Field, o.Reason)
-}
-
-// writeStatus PATCHes the network-status annotation, now or in the
-// background (Options.AsyncStatus). A failure is logged and posted as an
-// Event, never fails the ADD: the pod's networks are up.
-func (e *Engine) writeStatus(ctx context.Context, p *plan, list []status.NetworkStatus) {
-	if e.opts.Status == nil {
-		return
-	}
-	value, err := status.Encode(list)
-	if err != nil {
-		klog.FromContext(ctx).Error(err, "encode network-status", "pod", p.pod.Namespace+"/"+p.pod.Name)
-		return
-	}
-	write := func(ctx context.Context) {
-		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		if err := e.opts.Status.PatchAnnotation(ctx, p.pod.Namespace, p.pod.Name, string(p.pod.UID), status.Annotation, value); err != nil {
-			klog.FromContext(ctx).Error(err, "write network-status", "pod", p.pod.Namespace+"/"+p.pod.Name)
-			e.warningEvent(p.pod, kube.ReasonNetworkStatusFailed, "write %s: %v", status.Annotation, err)
-		}
-	}
-	if !e.opts.AsyncStatus {
-		write(ctx)
-		return
-	}
-	e.bg.Add(1)
-	go func() {
-		defer e.bg.Done()
-		write(context.WithoutCancel(ctx))
-	}()
 }
 
 // delegateError names the command, network, interface and plugin of a

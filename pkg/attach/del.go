@@ -56,6 +56,7 @@ func (e *Engine) Del(ctx context.Context, req *api.Request) error {
 		return types.NewError(types.ErrIOFailure, fmt.Sprintf("read attachment record: %v", err), "")
 	}
 
+	e.withdrawStatus(req.ContainerID, rec) // not to be published any more
 	n := len(rec.Attachments)
 	if err := e.teardown(ctx, req.Path, req.Netns, rec, n); err != nil {
 		if serr := e.opts.Store.Save(rec); serr != nil {
@@ -328,6 +329,7 @@ func (e *Engine) gcOne(ctx context.Context, cniPath, id string, valid bool, netw
 		return fmt.Errorf("GC: record of container %s: %w", id, err)
 	}
 	if !valid {
+		e.withdrawStatus(id, rec)
 		if err := e.teardown(ctx, cniPath, "", rec, len(rec.Attachments)); err != nil {
 			if serr := e.opts.Store.Save(rec); serr != nil {
 				err = errors.Join(err, serr)

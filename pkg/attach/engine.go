@@ -149,6 +149,8 @@ type Engine struct {
 	cni   map[string]*libcni.CNIConfig // by CNI_PATH
 
 	bg sync.WaitGroup // background status writes
+
+	retrier statusRetrier // network-status writes to retry (netstatus.go)
 }
 
 // New returns an Engine. Errors: a required option is missing.

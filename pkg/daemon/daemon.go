@@ -163,6 +163,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	// A pod deleted before its network-status landed: stop retrying it.
+	if err := pods.OnDelete(engine.StatusPodGone); err != nil {
+		return err
+	}
 
 	listener, err := cniserver.Listen(cfg.SocketPath)
 	if err != nil {
@@ -199,6 +203,16 @@ func Run(ctx context.Context, cfg Config) error {
 	defer cancel()
 	go pods.Run(runCtx)
 	go nadInformer.RunWithContext(runCtx)
+	// network-status PATCHes that failed (API server unreachable during an
+	// ADD), also those of the records a previous multinetd left pending, are
+	// retried until they land or the pod is gone (attach/netstatus.go).
+	retriesDone := make(chan struct{})
+	go func() {
+		defer close(retriesDone)
+		if err := engine.RunStatusRetries(runCtx, attach.StatusRetryOptions{}); err != nil {
+			log.Error(err, "network-status retries")
+		}
+	}()
 	go func() {
 		if cache.WaitForCacheSync(runCtx.Done(), pods.HasSynced, nadInformer.HasSynced) {
 			synced.Store(true)
@@ -248,6 +262,12 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if err := engine.Wait(sctx); err != nil {
 		log.Error(err, "waiting for network-status writes")
+	}
+	// Pending network-status writes stay in their records for the next start.
+	cancel()
+	select {
+	case <-retriesDone:
+	case <-sctx.Done():
 	}
 	if httpServer != nil {
 		_ = httpServer.Shutdown(sctx)

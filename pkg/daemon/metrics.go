@@ -10,10 +10,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/multinet/multinet/pkg/apiclient"
+	"github.com/multinet/multinet/pkg/attach"
 )
 
 // metrics are multinetd's Prometheus metrics, in their own registry.
-// They implement cniserver.Observer and attach.Observer.
+// They implement cniserver.Observer, attach.Observer and
+// attach.StatusObserver.
 type metrics struct {
 	registry   *prometheus.Registry
 	opDuration *prometheus.HistogramVec // command
@@ -24,6 +26,8 @@ type metrics struct {
 	delegateEr *prometheus.CounterVec   // command, plugin, code
 	nadLive    *prometheus.CounterVec   // result
 	nadSync    *prometheus.HistogramVec // result
+	stPending  prometheus.Gauge
+	stRetries  *prometheus.CounterVec // result
 }
 
 // latencyBuckets span 1 ms to about 65 s, in seconds.
@@ -68,14 +72,34 @@ func newMetrics() *metrics {
 			Help:    "Time an ADD's NAD lookup waited for the NAD informer's first list, by result (synced, not_synced: gave up after nadSyncWait or the request's deadline).",
 			Buckets: latencyBuckets,
 		}, []string{"result"}),
+		stPending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "multinet", Name: "network_status_pending",
+			Help: "Pod sandboxes whose network-status annotation the API server has not accepted yet (the ADD's PATCH failed); multinetd retries them in the background.",
+		}),
+		stRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "multinet", Name: "network_status_retries_total",
+			Help: "Background retries of a network-status PATCH, by result (landed; failed: tried again later; withdrawn: the pod is gone, its sandbox torn down or superseded).",
+		}, []string{"result"}),
 	}
 	m.registry.MustRegister(m.opDuration, m.opTotal, m.queued, m.inFlight, m.delegate, m.delegateEr, m.nadLive, m.nadSync,
+		m.stPending, m.stRetries,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{apiclient.LiveFound, apiclient.LiveNotFound, apiclient.LiveError} {
 		m.nadLive.WithLabelValues(r)
 	}
+	for _, r := range []string{attach.RetryLanded, attach.RetryFailed, attach.RetryWithdrawn} {
+		m.stRetries.WithLabelValues(r)
+	}
 	return m
 }
+
+var _ attach.StatusObserver = (*metrics)(nil)
+
+// StatusPending implements attach.StatusObserver.
+func (m *metrics) StatusPending(n int) { m.stPending.Set(float64(n)) }
+
+// StatusRetried implements attach.StatusObserver.
+func (m *metrics) StatusRetried(result string) { m.stRetries.WithLabelValues(result).Inc() }
 
 // OnStart implements cniserver.Observer.
 func (m *metrics) OnStart(string) { m.inFlight.Inc() }

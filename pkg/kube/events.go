@@ -19,9 +19,15 @@ const (
 	// ReasonAttachFailed (Warning): CNI ADD failed; the message names the
 	// network, the plugin and the reason (spec §7.2).
 	ReasonAttachFailed = "NetworkAttachFailed"
-	// ReasonNetworkStatusFailed (Warning): the network-status PATCH failed
-	// after its retries; the pod's networks are up.
+	// ReasonNetworkStatusFailed (Warning): the network-status PATCH of an ADD
+	// failed after its retries; the pod's networks are up, and multinetd
+	// keeps retrying in the background (ReasonNetworkStatusWritten when it
+	// lands).
 	ReasonNetworkStatusFailed = "NetworkStatusFailed"
+	// ReasonNetworkStatusWritten (Normal): a network-status that failed at
+	// ADD (ReasonNetworkStatusFailed) was written by a background retry; the
+	// message says after how many.
+	ReasonNetworkStatusWritten = "NetworkStatusWritten"
 	// ReasonValueIgnored (Warning): ADD succeeded, but an optional value was
 	// unusable and left out: a delegate result's DNS nameserver that is not
 	// an IP address, a device-info file that cannot be read or whose version

@@ -65,6 +65,26 @@ func NewPodCache(client kubernetes.Interface, opts PodCacheOptions) (*PodCache, 
 	return &PodCache{client: client, informer: inf, wait: opts.Wait}, nil
 }
 
+// OnDelete calls f with the namespace, name and UID of every pod the
+// informer sees deleted (also one whose deletion it learned of on a relist),
+// from the informer's goroutine: f must not block. Call it before Run.
+func (c *PodCache) OnDelete(f func(namespace, name, uid string)) error {
+	_, err := c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if p, ok := obj.(*corev1.Pod); ok {
+				f(p.Namespace, p.Name, string(p.UID))
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("pod cache: delete handler: %w", err)
+	}
+	return nil
+}
+
 // Run runs the informer until ctx is done.
 func (c *PodCache) Run(ctx context.Context) { c.informer.Run(ctx.Done()) }
 

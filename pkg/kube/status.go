@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -29,13 +30,18 @@ func NewStatusPatcher(client kubernetes.Interface) *StatusPatcher {
 	return &StatusPatcher{client: client, backoff: wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Steps: 5}}
 }
 
+// ErrPodGone is returned (wrapped) by PatchAnnotation when the pod no longer
+// exists or was re-created under its name: there is nothing to annotate, and
+// retrying cannot help.
+var ErrPodGone = errors.New("pod is gone")
+
 // PatchAnnotation sets annotation key to value on pod namespace/name, but
 // only while the pod still has UID uid (the merge patch carries metadata.uid,
 // which the API server treats as a precondition; empty uid skips it).
 //
-// Errors: none when the pod no longer exists or was re-created under the same
-// name (nothing to annotate; DEL will follow); the last API error when every
-// attempt failed; ctx's error when it ends.
+// Errors: one wrapping ErrPodGone when the pod no longer exists (NotFound) or
+// was re-created under the same name (Conflict: the UID precondition failed);
+// the last API error when every attempt failed; ctx's error when it ends.
 func (p *StatusPatcher) PatchAnnotation(ctx context.Context, namespace, name, uid, key, value string) error {
 	meta := map[string]any{"annotations": map[string]string{key: value}}
 	if uid != "" {
@@ -53,15 +59,14 @@ func (p *StatusPatcher) PatchAnnotation(ctx context.Context, namespace, name, ui
 			return true, nil
 		case apierrors.IsNotFound(last), apierrors.IsConflict(last):
 			// Gone, or a different pod (UID precondition failed): not ours to annotate.
-			last = nil
-			return true, nil
+			return false, fmt.Errorf("%w: %w", ErrPodGone, last)
 		case apierrors.IsInvalid(last), apierrors.IsForbidden(last), apierrors.IsBadRequest(last):
 			return false, last // retrying cannot help
 		}
 		return false, nil
 	})
 	if err != nil {
-		if last != nil {
+		if last != nil && !errors.Is(err, ErrPodGone) {
 			return fmt.Errorf("patch %s of pod %s/%s: %w", key, namespace, name, last)
 		}
 		return fmt.Errorf("patch %s of pod %s/%s: %w", key, namespace, name, err)

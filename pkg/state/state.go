@@ -28,7 +28,9 @@ import (
 )
 
 // RecordVersion is the on-disk format version written by this package.
-const RecordVersion = 1
+// Version 2 added Record.NetworkStatus; a version 1 record loads with no
+// NetworkStatus (nothing to publish). Load refuses a version above it.
+const RecordVersion = 2
 
 // maxRecordBytes bounds a record file read from disk (a pod with many networks
 // and large results stays far below it).
@@ -70,8 +72,46 @@ type Record struct {
 	Attachments []Attachment `json:"attachments"`
 	// Complete is true once the whole ADD succeeded.
 	Complete bool `json:"complete"`
+	// NetworkStatus is the network-status annotation the ADD publishes for
+	// these attachments (multi-net spec §5) and whether it reached the API
+	// server; nil when there is nothing to publish (no pod, network-status
+	// disabled, a failed ADD, or a version 1 record). Since version 2.
+	NetworkStatus *NetworkStatus `json:"networkStatus,omitempty"`
 	// Updated is the time of the last write (RFC 3339).
 	Updated time.Time `json:"updated"`
+}
+
+// StatusState says whether a record's network-status has been published.
+type StatusState string
+
+const (
+	// StatusPending: not written yet; multinetd retries the PATCH.
+	StatusPending StatusState = "pending"
+	// StatusLanded: the API server accepted the PATCH.
+	StatusLanded StatusState = "landed"
+	// StatusWithdrawn: never to be written: the pod is gone (deleted, or
+	// re-created under its name), DEL or GC began tearing the attachments
+	// down, or a newer sandbox of the same pod published its own.
+	StatusWithdrawn StatusState = "withdrawn"
+)
+
+// NetworkStatus is the network-status annotation of a record's attachments
+// (multi-net spec §5): what is to be published, on which pod object, and
+// whether it has been.
+type NetworkStatus struct {
+	// Value is the annotation's value exactly as PATCHed (status.Encode).
+	Value string `json:"value"`
+	// PodUID is the UID of the pod object the annotation goes on, the PATCH's
+	// precondition. For a static pod it is the mirror pod's, which differs
+	// from the runtime's Record.PodUID.
+	PodUID string `json:"podUID,omitempty"`
+	// State is StatusPending, StatusLanded or StatusWithdrawn.
+	State StatusState `json:"state"`
+}
+
+// Pending reports whether the record has a network-status not yet written.
+func (r *Record) Pending() bool {
+	return r != nil && r.NetworkStatus != nil && r.NetworkStatus.State == StatusPending
 }
 
 // Attachment is one delegate invocation: one network on one interface.
