@@ -72,7 +72,7 @@ FIRST_SERVICE_IP=10.96.0.1
 # pods through kube-proxy; it is the node's InternalIP. Nothing listens on
 # the host's own interfaces.
 NODE_BRIDGE=mnnode0
-NODE_IP=${NODE_IP:-10.250.0.1}
+NODE_IP=${NODE_IP:-10.249.0.1}
 NODE_PREFIX=24
 
 ETCD_CLIENT_PORT=2379
