@@ -14,8 +14,8 @@ import (
 )
 
 // metrics are multinetd's Prometheus metrics, in their own registry.
-// They implement cniserver.Observer, attach.Observer and
-// attach.StatusObserver.
+// They implement cniserver.Observer, attach.Observer,
+// attach.StatusObserver and attach.RecordObserver.
 type metrics struct {
 	registry   *prometheus.Registry
 	opDuration *prometheus.HistogramVec // command
@@ -28,6 +28,7 @@ type metrics struct {
 	nadSync    *prometheus.HistogramVec // result
 	stPending  prometheus.Gauge
 	stRetries  *prometheus.CounterVec // result
+	corrupt    *prometheus.CounterVec // operation, outcome
 }
 
 // latencyBuckets span 1 ms to about 65 s, in seconds.
@@ -80,9 +81,13 @@ func newMetrics() *metrics {
 			Namespace: "multinet", Name: "network_status_retries_total",
 			Help: "Background retries of a network-status PATCH, by result (landed; failed: tried again later; withdrawn: the pod is gone, its sandbox torn down or superseded).",
 		}, []string{"result"}),
+		corrupt: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "multinet", Name: "corrupt_records_total",
+			Help: "Corrupt (or partially recovered) attachment records handled, by operation (ADD, DEL, GC) and outcome (recovered: everything they could name torn down; incomplete: a delegate DEL failed or the pod's networks are unknown, the record kept for a retry).",
+		}, []string{"operation", "outcome"}),
 	}
 	m.registry.MustRegister(m.opDuration, m.opTotal, m.queued, m.inFlight, m.delegate, m.delegateEr, m.nadLive, m.nadSync,
-		m.stPending, m.stRetries,
+		m.stPending, m.stRetries, m.corrupt,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{apiclient.LiveFound, apiclient.LiveNotFound, apiclient.LiveError} {
 		m.nadLive.WithLabelValues(r)
@@ -100,6 +105,13 @@ func (m *metrics) StatusPending(n int) { m.stPending.Set(float64(n)) }
 
 // StatusRetried implements attach.StatusObserver.
 func (m *metrics) StatusRetried(result string) { m.stRetries.WithLabelValues(result).Inc() }
+
+var _ attach.RecordObserver = (*metrics)(nil)
+
+// CorruptRecord implements attach.RecordObserver.
+func (m *metrics) CorruptRecord(operation, outcome string) {
+	m.corrupt.WithLabelValues(operation, outcome).Inc()
+}
 
 // OnStart implements cniserver.Observer.
 func (m *metrics) OnStart(string) { m.inFlight.Inc() }

@@ -70,6 +70,8 @@ func TestMetricsObserver(t *testing.T) {
 	m.DelegateDone("DEL", "bridge", time.Millisecond, types.NewError(types.ErrInvalidNetworkConfig, "bad", ""))
 	m.DelegateDone("DEL", "bridge", time.Millisecond, fmt.Errorf("wrapped: %w", types.NewError(types.ErrIOFailure, "io", "")))
 	m.DelegateDone("CHECK", "macvlan", time.Millisecond, errors.New("exec: not found"))
+	m.CorruptRecord("DEL", "incomplete")
+	m.CorruptRecord("GC", "recovered")
 
 	tests := []struct {
 		name   string
@@ -87,6 +89,8 @@ func TestMetricsObserver(t *testing.T) {
 		{"multinet_delegate_errors_total", map[string]string{"command": "DEL", "plugin": "bridge", "code": "7"}, 1},
 		{"multinet_delegate_errors_total", map[string]string{"command": "DEL", "plugin": "bridge", "code": "5"}, 1},
 		{"multinet_delegate_errors_total", map[string]string{"command": "CHECK", "plugin": "macvlan", "code": "999"}, 1},
+		{"multinet_corrupt_records_total", map[string]string{"operation": "DEL", "outcome": "incomplete"}, 1},
+		{"multinet_corrupt_records_total", map[string]string{"operation": "GC", "outcome": "recovered"}, 1},
 	}
 	for _, tt := range tests {
 		v, ok := metricValue(t, m, tt.name, tt.labels)

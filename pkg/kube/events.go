@@ -34,8 +34,11 @@ const (
 	// cannot be used, a "default-route": [] whose attachment has no gateway.
 	// The message names the network, the field and why.
 	ReasonValueIgnored = "NetworkValueIgnored"
-	// ReasonCorruptRecord (Warning): an attachment record could not be read at
-	// DEL; the teardown fell back to what the API server knows.
+	// ReasonCorruptRecord (Warning): an attachment record could not be read
+	// at ADD, DEL or GC. multinetd kept its bytes aside, tore down what the
+	// record's readable part, libcni's cache and the API server name, and
+	// the message says what was recovered and what could not be torn down
+	// or known (then the operation fails and is retried).
 	ReasonCorruptRecord = "CorruptAttachmentRecord"
 )
 

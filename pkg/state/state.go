@@ -72,6 +72,12 @@ type Record struct {
 	Attachments []Attachment `json:"attachments"`
 	// Complete is true once the whole ADD succeeded.
 	Complete bool `json:"complete"`
+	// Partial is true when the attachments were recovered from a corrupt
+	// record (its readable part, libcni's cache) and the pod's selection
+	// could not be read: others may exist. DEL tears these down and fails
+	// until the API server answers (docs/decisions/state.md "Corrupt
+	// records"). Additive in version 2.
+	Partial bool `json:"partial,omitempty"`
 	// NetworkStatus is the network-status annotation the ADD publishes for
 	// these attachments (multi-net spec §5) and whether it reached the API
 	// server; nil when there is nothing to publish (no pod, network-status
