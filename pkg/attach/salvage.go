@@ -125,6 +125,15 @@ func (e *Engine) salvage(ctx context.Context, cniPath, id string, req *api.Reque
 	}
 	n := 0
 	for _, c := range cached {
+		if s.rec.CNIArgs == "" && len(c.CniArgs) > 0 {
+			// the record gave none (GC of an unreadable one): the
+			// delegates get at DEL what they got at ADD
+			pairs := make([]string, 0, len(c.CniArgs))
+			for _, kv := range c.CniArgs {
+				pairs = append(pairs, kv[0]+"="+kv[1])
+			}
+			s.rec.CNIArgs = strings.Join(pairs, ";")
+		}
 		if add(state.Attachment{Network: c.Network, IfName: c.IfName, ConfList: c.Config, CapabilityArgs: c.CapabilityArgs, Phase: state.PhaseAdded}) {
 			n++
 		}
