@@ -254,15 +254,17 @@ func (e *Engine) saveUnattempted(req *api.Request) error {
 	return nil
 }
 
-// runAdd runs one delegate ADD with the delegate timeout.
+// runAdd runs one delegate ADD with the delegate timeout. A delegate that
+// does not answer in time fails with an error naming the network and what
+// ran out (delegateErr).
 func (e *Engine) runAdd(ctx context.Context, cni *libcni.CNIConfig, a *netconf.Attachment, req *api.Request, args podArgs) (types.Result, error) {
-	ctx, cancel := context.WithTimeout(ctx, e.opts.DelegateTimeout)
+	ctx, cancel := delegateContext(ctx, e.opts.DelegateTimeout, "delegateTimeout")
 	defer cancel()
 	start := time.Now()
 	res, err := cni.AddNetworkList(ctx, a.ConfList, a.RuntimeConf(req.ContainerID, req.Netns, args.Pairs))
 	e.observe("ADD", a.ConfList, start, err)
 	if err != nil {
-		return nil, delegateError("ADD", a.NetworkKey, a.IfName, a.ConfList, err)
+		return nil, delegateErr("ADD", a.NetworkKey, a.IfName, a.ConfList, ctx, err)
 	}
 	return res, nil
 }
@@ -292,8 +294,10 @@ func (e *Engine) findPlugins(reqPath string, p *plan) error {
 
 // failAdd tears down attachments [0, made] (the failed one included: a
 // delegate may have half-made it), posts the Warning Event and returns the
-// CNI error for the runtime (spec §7.2). What could not be torn down stays in
-// the record so that the runtime's DEL retries it.
+// CNI error for the runtime (spec §7.2). The teardown is bounded
+// (teardownContext: the request's deadline plus TeardownGrace per
+// attachment); what could not be torn down stays in the record so that the
+// runtime's DEL retries it, and the error and the Event say so.
 func (e *Engine) failAdd(ctx context.Context, req *api.Request, rec *state.Record, p *plan, made int, cause error) error {
 	n := made + 1
 	if n > len(rec.Attachments) {
@@ -305,7 +309,9 @@ func (e *Engine) failAdd(ctx context.Context, req *api.Request, rec *state.Recor
 		}
 	}
 	rec.Attachments = rec.Attachments[:n]
-	terr := e.teardown(context.WithoutCancel(ctx), req.Path, req.Netns, rec, n)
+	tctx, cancel := e.teardownContext(ctx, n)
+	terr := e.teardown(tctx, req.Path, req.Netns, rec, n)
+	cancel()
 	if terr == nil {
 		// Keep an empty record: the runtime's DEL that follows a failed ADD
 		// then has nothing to do and needs no API call.
@@ -316,7 +322,7 @@ func (e *Engine) failAdd(ctx context.Context, req *api.Request, rec *state.Recor
 	}
 	msg := cniMsg(cause)
 	if terr != nil {
-		msg += fmt.Sprintf(" (and tearing down the attachments made before it failed: %v)", terr)
+		msg += fmt.Sprintf(" (and tearing down the attachments made before it failed: %v; the runtime's DEL retries what is left)", terr)
 	}
 	e.warn(p, errors.New(msg))
 	var te *types.Error

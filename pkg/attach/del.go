@@ -77,6 +77,10 @@ func (e *Engine) Del(ctx context.Context, req *api.Request) error {
 // failures joined; the record's failed attachments are kept in rec (the
 // others removed) so that a retry does only what is left. cniPath is the
 // request's CNI_PATH, where the delegates are unless Options.BinDirs is set.
+// When ctx has a deadline, each attachment's DEL gets at most its share of
+// the time left (and DelegateTimeout), so that one delegate that does not
+// answer cannot use the time of the others (spec §7.2: "the failure of one
+// shall not prevent teardown of subsequent attachments").
 func (e *Engine) teardown(ctx context.Context, cniPath, netns string, rec *state.Record, n int) error {
 	if n == 0 {
 		return nil // an ADD that attempted nothing (failUnattempted)
@@ -95,7 +99,7 @@ func (e *Engine) teardown(ctx context.Context, cniPath, netns string, rec *state
 	var kept []state.Attachment
 	for i := n - 1; i >= 0; i-- {
 		a := rec.Attachments[i]
-		if err := e.delOne(ctx, cni, rec.ContainerID, netns, args, &a); err != nil {
+		if err := e.delOne(ctx, cni, rec.ContainerID, netns, args, &a, i+1); err != nil {
 			errs = append(errs, err)
 			kept = append([]state.Attachment{a}, kept...)
 			continue
@@ -110,8 +114,9 @@ func (e *Engine) teardown(ctx context.Context, cniPath, netns string, rec *state
 	return errors.Join(errs...)
 }
 
-// delOne runs the delegate DEL of one recorded attachment.
-func (e *Engine) delOne(ctx context.Context, cni *libcni.CNIConfig, containerID, netns string, args podArgs, a *state.Attachment) error {
+// delOne runs the delegate DEL of one recorded attachment, the first of left
+// attachments still to tear down within ctx.
+func (e *Engine) delOne(ctx context.Context, cni *libcni.CNIConfig, containerID, netns string, args podArgs, a *state.Attachment, left int) error {
 	list, err := libcni.ConfListFromBytes(a.ConfList)
 	if err != nil {
 		return fmt.Errorf("network %s (interface %s): recorded config: %w", a.Network, a.IfName, err)
@@ -123,13 +128,19 @@ func (e *Engine) delOne(ctx context.Context, cni *libcni.CNIConfig, containerID,
 		Args:           args.Pairs,
 		CapabilityArgs: a.CapabilityArgs,
 	}
-	ctx, cancel := context.WithTimeout(ctx, e.opts.DelegateTimeout)
+	timeout, what := e.opts.DelegateTimeout, "delegateTimeout"
+	if dl, ok := ctx.Deadline(); ok && left > 1 {
+		if share := time.Until(dl) / time.Duration(left); share < timeout {
+			timeout, what = max(share, 0), fmt.Sprintf("its share of the time left to tear down %d attachments", left)
+		}
+	}
+	ctx, cancel := delegateContext(ctx, timeout, what)
 	defer cancel()
 	start := time.Now()
 	err = cni.DelNetworkList(ctx, list, rt)
 	e.observe("DEL", list, start, err)
 	if err != nil {
-		return delegateError("DEL", a.Network, a.IfName, list, err)
+		return delegateErr("DEL", a.Network, a.IfName, list, ctx, err)
 	}
 	return nil
 }

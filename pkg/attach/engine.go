@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -21,10 +22,12 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/invoke"
+	"github.com/containernetworking/cni/pkg/version"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
+	"github.com/multinet/multinet/pkg/cniserver"
 	"github.com/multinet/multinet/pkg/devinfo"
 	"github.com/multinet/multinet/pkg/netconf"
 	"github.com/multinet/multinet/pkg/selection"
@@ -122,6 +125,16 @@ type Options struct {
 	// DelegateTimeout bounds one delegate invocation (one ADD/DEL/CHECK of a
 	// config list). Default 60 s.
 	DelegateTimeout time.Duration
+	// DelegateSlotTimeout is how long one delegate process may run holding
+	// its request's concurrency slot (cniserver); one that has not answered
+	// by then gives it back until it answers, so that hung delegates do not
+	// keep other pods from being attached. Default 10 s.
+	DelegateSlotTimeout time.Duration
+	// TeardownGrace is the time per attachment the teardown of a failed ADD
+	// gets beyond the request's deadline: the teardown ends at the latest
+	// TeardownGrace × attachments after it; what is not torn down by then
+	// stays in the record for the runtime's DEL. Default 5 s.
+	TeardownGrace time.Duration
 	// DeviceWait is how long ADD waits for kubelet to report a pod's devices
 	// through PodResources. Default 2 s.
 	DeviceWait time.Duration
@@ -143,6 +156,7 @@ type Options struct {
 // (spec §7.3); operations on different containers run in parallel.
 type Engine struct {
 	opts  Options
+	exec  invoke.Exec // opts.Exec (or libcni's) behind guardedExec
 	locks keyedMutex
 
 	cniMu sync.Mutex
@@ -176,10 +190,24 @@ func New(opts Options) (*Engine, error) {
 	if opts.DelegateTimeout <= 0 {
 		opts.DelegateTimeout = 60 * time.Second
 	}
+	if opts.DelegateSlotTimeout <= 0 {
+		opts.DelegateSlotTimeout = 10 * time.Second
+	}
+	if opts.TeardownGrace <= 0 {
+		opts.TeardownGrace = 5 * time.Second
+	}
 	if opts.DeviceWait <= 0 {
 		opts.DeviceWait = 2 * time.Second
 	}
-	return &Engine{opts: opts, cni: map[string]*libcni.CNIConfig{}}, nil
+	exec := opts.Exec
+	if exec == nil { // what libcni uses without one
+		exec = &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: os.Stderr}, PluginDecoder: version.PluginDecoder{}}
+	}
+	return &Engine{
+		opts: opts,
+		exec: &guardedExec{Exec: exec, slotTimeout: opts.DelegateSlotTimeout},
+		cni:  map[string]*libcni.CNIConfig{},
+	}, nil
 }
 
 // Wait blocks until background network-status writes are done or ctx ends.
@@ -210,7 +238,7 @@ func (e *Engine) cniFor(reqPath string) *libcni.CNIConfig {
 	defer e.cniMu.Unlock()
 	c, ok := e.cni[key]
 	if !ok {
-		c = libcni.NewCNIConfigWithCacheDir(dirs, e.opts.CacheDir, e.opts.Exec)
+		c = libcni.NewCNIConfigWithCacheDir(dirs, e.opts.CacheDir, e.exec)
 		e.cni[key] = c
 	}
 	return c
@@ -228,6 +256,10 @@ type keyedEntry struct {
 }
 
 // lock locks key and returns its unlock function. It gives up when ctx ends.
+// While it waits for another operation on key, the request gives its
+// concurrency slot back (cniserver.Yield): a request waiting for its
+// container is no work, and must not keep others from running; it takes a
+// slot again once it has the lock.
 func (k *keyedMutex) lock(ctx context.Context, key string) (func(), error) {
 	k.mu.Lock()
 	if k.m == nil {
@@ -252,6 +284,7 @@ func (k *keyedMutex) lock(ctx context.Context, key string) (func(), error) {
 	if e.mu.TryLock() {
 		return func() { e.mu.Unlock(); release() }, nil
 	}
+	resume := cniserver.Yield(ctx)
 	got := make(chan struct{})
 	go func() {
 		e.mu.Lock()
@@ -259,7 +292,12 @@ func (k *keyedMutex) lock(ctx context.Context, key string) (func(), error) {
 	}()
 	select {
 	case <-got:
-		return func() { e.mu.Unlock(); release() }, nil
+		unlock := func() { e.mu.Unlock(); release() }
+		if err := resume(ctx); err != nil {
+			unlock()
+			return nil, fmt.Errorf("container %s: after waiting for its earlier operation: %w", key, err)
+		}
+		return unlock, nil
 	case <-ctx.Done():
 		// The goroutine still takes the lock eventually; hand it back then.
 		go func() { <-got; e.mu.Unlock(); release() }()

@@ -3,6 +3,13 @@
 // connection, runs it through a Handler with a deadline and a bound on
 // concurrency, and writes the result or the CNI error back.
 //
+// Concurrency is counted in slots: ADD takes one of MaxInFlight, every other
+// command one of MaxInFlight+ReservedInFlight, so that ADDs (which run
+// delegates that may hang until their timeout) never take the capacity DEL,
+// CHECK, GC and STATUS need. A handler that waits for something other than
+// work of its own (another request on the same container, a delegate that
+// does not answer) gives its slot back meanwhile (Yield).
+//
 // It does not import Prometheus: metrics plug in through Observer.
 package cniserver
 
@@ -53,8 +60,9 @@ type Observer interface {
 	OnStart(command string)
 	// OnDone is called when the response is ready, just before it is
 	// written (so a client that got its answer finds it counted).
-	// queued is the wait for a concurrency slot, ran the handler's run time;
-	// err is the CNI error sent to the client, nil on success.
+	// queued is the time spent waiting for a concurrency slot (before the
+	// handler ran, and to take one again after a Yield), ran the handler's
+	// run time; err is the CNI error sent to the client, nil on success.
 	OnDone(command string, queued, ran time.Duration, err *types.Error)
 }
 
@@ -64,19 +72,24 @@ const CommandInvalid = "INVALID"
 
 // Defaults for Options fields left zero.
 const (
-	DefaultMaxInFlight    = 16
-	DefaultMaxConns       = 256
-	DefaultReadTimeout    = 10 * time.Second
-	DefaultWriteTimeout   = 10 * time.Second
-	DefaultRequestTimeout = 110 * time.Second
+	DefaultMaxInFlight      = 16
+	DefaultReservedInFlight = 4
+	DefaultMaxConns         = 256
+	DefaultReadTimeout      = 10 * time.Second
+	DefaultWriteTimeout     = 10 * time.Second
+	DefaultRequestTimeout   = 110 * time.Second
 )
 
 // Options tunes a Server. Zero values take the Default* constants.
 type Options struct {
-	// MaxInFlight bounds the requests run by the Handler at once. Further
-	// requests wait for a slot until their deadline, then fail with code 11
-	// (try again later).
+	// MaxInFlight bounds the ADDs run by the Handler at once, and is the
+	// part of the slots any command may use. Further requests wait for a
+	// slot until their deadline, then fail with code 11 (try again later).
 	MaxInFlight int
+	// ReservedInFlight are further slots only DEL, CHECK, GC and STATUS
+	// use: however many ADDs hang in their delegates, these run. At most
+	// MaxInFlight+ReservedInFlight requests run at once.
+	ReservedInFlight int
 	// MaxConns bounds open connections (reading, queued, running, writing);
 	// beyond it the server stops accepting and clients wait in the listen
 	// backlog, bounded by their own timeout.
@@ -101,8 +114,9 @@ type Server struct {
 	h    Handler
 	opts Options
 
-	slots chan struct{} // MaxInFlight
-	conns chan struct{} // MaxConns
+	addSlots chan struct{} // MaxInFlight: taken by ADD, before one of slots
+	slots    chan struct{} // MaxInFlight+ReservedInFlight: taken by every request
+	conns    chan struct{} // MaxConns
 
 	baseCtx    context.Context
 	cancelBase context.CancelFunc
@@ -120,11 +134,14 @@ func New(h Handler, opts Options) *Server {
 	if opts.MaxInFlight <= 0 {
 		opts.MaxInFlight = DefaultMaxInFlight
 	}
+	if opts.ReservedInFlight <= 0 {
+		opts.ReservedInFlight = DefaultReservedInFlight
+	}
 	if opts.MaxConns <= 0 {
 		opts.MaxConns = DefaultMaxConns
 	}
-	if opts.MaxConns < opts.MaxInFlight {
-		opts.MaxConns = opts.MaxInFlight
+	if opts.MaxConns < opts.MaxInFlight+opts.ReservedInFlight {
+		opts.MaxConns = opts.MaxInFlight + opts.ReservedInFlight
 	}
 	if opts.ReadTimeout <= 0 {
 		opts.ReadTimeout = DefaultReadTimeout
@@ -139,7 +156,8 @@ func New(h Handler, opts Options) *Server {
 	return &Server{
 		h:          h,
 		opts:       opts,
-		slots:      make(chan struct{}, opts.MaxInFlight),
+		addSlots:   make(chan struct{}, opts.MaxInFlight),
+		slots:      make(chan struct{}, opts.MaxInFlight+opts.ReservedInFlight),
 		conns:      make(chan struct{}, opts.MaxConns),
 		baseCtx:    ctx,
 		cancelBase: cancel,
@@ -273,6 +291,16 @@ func (s *Server) untrack(c net.Conn) {
 // its response was written.
 var errClientGone = errors.New("client closed the connection")
 
+// deadlineError is the cancellation cause at a request's deadline (d after
+// it was read): a context.DeadlineExceeded that says which deadline passed.
+type deadlineError time.Duration
+
+func (d deadlineError) Error() string {
+	return fmt.Sprintf("the request's deadline (%s) passed", time.Duration(d))
+}
+
+func (deadlineError) Unwrap() error { return context.DeadlineExceeded }
+
 // serveConn handles one connection: read, queue, handle, write.
 func (s *Server) serveConn(conn net.Conn) {
 	_ = conn.SetReadDeadline(time.Now().Add(s.opts.ReadTimeout))
@@ -300,7 +328,8 @@ func (s *Server) serveConn(conn net.Conn) {
 
 	ctx, cancel := context.WithCancelCause(s.baseCtx)
 	defer cancel(nil)
-	ctx, cancelTimeout := context.WithTimeout(ctx, s.deadline(req))
+	d := s.deadline(req)
+	ctx, cancelTimeout := context.WithTimeoutCause(ctx, d, deadlineError(d))
 	defer cancelTimeout()
 
 	// The client sends nothing after its request; a read returning means it
@@ -333,19 +362,18 @@ func (s *Server) deadline(req *api.Request) time.Duration {
 
 // run waits for a slot and runs the handler; it always returns a Response.
 func (s *Server) run(ctx context.Context, req *api.Request, read time.Time) (resp *api.Response, queued, ran time.Duration) {
-	select {
-	case s.slots <- struct{}{}:
-	case <-ctx.Done():
+	sl := &slot{s: s, add: req.Command == api.CmdAdd}
+	if err := sl.acquire(ctx); err != nil {
 		queued = time.Since(read)
 		return api.ErrorResponse(types.ErrTryAgainLater,
-			fmt.Sprintf("multinetd busy: %s waited %s for one of %d slots", req.Command, queued.Round(time.Millisecond), cap(s.slots)),
+			fmt.Sprintf("multinetd busy: %s waited %s for one of %d slots", req.Command, queued.Round(time.Millisecond), sl.capacity()),
 			context.Cause(ctx).Error()), queued, 0
 	}
-	defer func() { <-s.slots }()
-	queued = time.Since(read)
+	defer sl.release()
 	start := time.Now()
-	resp = s.call(ctx, req)
+	resp = s.call(context.WithValue(ctx, slotKey{}, sl), req)
 	ran = time.Since(start)
+	queued = start.Sub(read) + sl.waited()
 	if resp.Error != nil {
 		klog.V(2).InfoS("CNI request failed", "command", req.Command, "containerID", req.ContainerID,
 			"ifName", req.IfName, "code", resp.Error.Code, "msg", resp.Error.Msg, "duration", ran)
@@ -354,6 +382,105 @@ func (s *Server) run(ctx context.Context, req *api.Request, read time.Time) (res
 			"ifName", req.IfName, "duration", ran)
 	}
 	return resp, queued, ran
+}
+
+// slotKey is the context key of a request's *slot.
+type slotKey struct{}
+
+// slot is one request's hold on the server's concurrency: an ADD holds one
+// of addSlots and one of slots, any other command one of slots. It is given
+// back and taken again by Yield.
+type slot struct {
+	s   *Server
+	add bool
+
+	mu     sync.Mutex
+	held   bool
+	rewait time.Duration // waits to take it again after a Yield
+}
+
+// capacity is the number of slots the request's command may use.
+func (sl *slot) capacity() int {
+	if sl.add {
+		return cap(sl.s.addSlots)
+	}
+	return cap(sl.s.slots)
+}
+
+// acquire takes the slot, waiting until ctx ends (then an error, and the
+// slot is not held). Taking a held slot does nothing.
+func (sl *slot) acquire(ctx context.Context) error {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if sl.held {
+		return nil
+	}
+	if sl.add {
+		select {
+		case sl.s.addSlots <- struct{}{}:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	select {
+	case sl.s.slots <- struct{}{}:
+	case <-ctx.Done():
+		if sl.add {
+			<-sl.s.addSlots
+		}
+		return context.Cause(ctx)
+	}
+	sl.held = true
+	return nil
+}
+
+// release gives the slot back and reports whether it was held.
+func (sl *slot) release() bool {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if !sl.held {
+		return false
+	}
+	<-sl.s.slots
+	if sl.add {
+		<-sl.s.addSlots
+	}
+	sl.held = false
+	return true
+}
+
+func (sl *slot) waited() time.Duration {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	return sl.rewait
+}
+
+// Yield gives back the concurrency slot of the request whose context is
+// ctx, for a handler about to wait for something that is no work of its own:
+// another request's operation on the same container, a delegate that has not
+// answered for long. Other requests run in the meantime. It returns resume,
+// which takes a slot again, waiting until waitCtx ends; resume's error (the
+// context's cause) means the slot is not held, and the handler should give
+// up. Without a slot in ctx (a handler called directly, or one that already
+// yielded), Yield does nothing and resume returns nil. resume may be called
+// from another goroutine than Yield, but not concurrently with another
+// Yield of the same request.
+func Yield(ctx context.Context) (resume func(waitCtx context.Context) error) {
+	sl, _ := ctx.Value(slotKey{}).(*slot)
+	if sl == nil || !sl.release() {
+		return func(context.Context) error { return nil }
+	}
+	return func(waitCtx context.Context) error {
+		start := time.Now()
+		err := sl.acquire(waitCtx)
+		sl.mu.Lock()
+		sl.rewait += time.Since(start)
+		sl.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("waiting for one of %d concurrency slots again: %w", sl.capacity(), err)
+		}
+		return nil
+	}
 }
 
 // call dispatches to the handler, converting errors and panics to CNI errors.

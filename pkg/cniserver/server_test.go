@@ -371,10 +371,11 @@ func TestSlowClient(t *testing.T) {
 	}
 }
 
-// At most MaxInFlight requests run at once; the next waits, and fails with
-// code 11 (try again later) if its deadline passes before a slot frees.
+// At most MaxInFlight ADDs run at once, and MaxInFlight+ReservedInFlight
+// requests of any command; the next waits, and fails with code 11 (try
+// again later) if its deadline passes before a slot frees.
 func TestConcurrencyBound(t *testing.T) {
-	const limit = 2
+	const limit, reserved = 2, 1
 	var running, peak atomic.Int32
 	entered := make(chan struct{}, 10)
 	release := make(chan struct{})
@@ -388,43 +389,70 @@ func TestConcurrencyBound(t *testing.T) {
 			}
 		}
 		entered <- struct{}{}
-		if r.Command == api.CmdAdd {
+		if r.ContainerID != "quick" {
 			<-release
 		}
 		return nil
 	}}
-	path, _ := start(t, h, Options{MaxInFlight: limit})
+	path, _ := start(t, h, Options{MaxInFlight: limit, ReservedInFlight: reserved})
 
 	var wg sync.WaitGroup
-	errs := make(chan error, limit+1)
-	for i := 0; i < limit; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	errs := make(chan error, limit+reserved)
+	send := func(cmd string) {
+		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			resp, err := api.Dial(ctx, path, request(api.CmdAdd))
+			resp, err := api.Dial(ctx, path, request(cmd))
 			if err == nil && resp.Error != nil {
 				err = resp.Error
 			}
 			errs <- err
-		}()
+		})
 	}
-	for i := 0; i < limit; i++ {
-		<-entered
+	enter := func() {
+		t.Helper()
+		select {
+		case <-entered:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a request did not reach the handler")
+		}
+	}
+	for range limit {
+		send(api.CmdAdd)
+	}
+	for range limit {
+		enter()
 	}
 
-	// Slots are full: a request with a short timeout waits and is refused.
-	req := request(api.CmdDel)
+	// The ADD slots are full: an ADD with a short timeout waits and is
+	// refused.
+	req := request(api.CmdAdd)
 	req.TimeoutMillis = 300
 	resp := dial(t, path, req)
-	if resp.Error == nil || resp.Error.Code != types.ErrTryAgainLater || !strings.Contains(resp.Error.Msg, "busy") {
-		t.Fatalf("DEL while full: %+v, want code 11 busy", resp)
+	if resp.Error == nil || resp.Error.Code != types.ErrTryAgainLater || !strings.Contains(resp.Error.Msg, "busy") ||
+		!strings.Contains(resp.Error.Msg, fmt.Sprintf("one of %d slots", limit)) {
+		t.Fatalf("ADD while the ADD slots are full: %+v, want code 11 busy naming %d slots", resp, limit)
+	}
+
+	// Every slot is full (a DEL took the reserved one): a DEL waits and is
+	// refused too.
+	send(api.CmdDel)
+	enter()
+	req = request(api.CmdDel)
+	req.TimeoutMillis = 300
+	resp = dial(t, path, req)
+	if resp.Error == nil || resp.Error.Code != types.ErrTryAgainLater || !strings.Contains(resp.Error.Msg, "busy") ||
+		!strings.Contains(resp.Error.Msg, fmt.Sprintf("one of %d slots", limit+reserved)) {
+		t.Fatalf("DEL while full: %+v, want code 11 busy naming %d slots", resp, limit+reserved)
 	}
 
 	// A request with time to spare waits and runs once a slot frees.
 	done := make(chan *api.Response)
-	go func() { done <- dial(t, path, request(api.CmdCheck)) }()
+	go func() {
+		req := request(api.CmdCheck)
+		req.ContainerID = "quick"
+		done <- dial(t, path, req)
+	}()
 	close(release)
 	if resp := <-done; resp.Error != nil {
 		t.Fatalf("CHECK after release: %+v", resp.Error)
@@ -433,11 +461,176 @@ func TestConcurrencyBound(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		if err != nil {
-			t.Errorf("ADD: %v", err)
+			t.Errorf("request: %v", err)
 		}
 	}
-	if p := peak.Load(); p > limit {
-		t.Errorf("%d requests ran at once, limit %d", p, limit)
+	if p := peak.Load(); p > limit+reserved {
+		t.Errorf("%d requests ran at once, limit %d", p, limit+reserved)
+	}
+}
+
+// ADDs that do not return (their delegates hang) cannot take the capacity
+// of the other commands: with every ADD slot held, DEL, CHECK, GC and STATUS
+// still run at once, each in a reserved slot.
+func TestReservedSlotsForOtherCommands(t *testing.T) {
+	const limit, reserved = 2, 4
+	release := make(chan struct{})
+	addsIn := make(chan struct{}, limit)
+	h := &stub{result: []byte(testResult), hook: func(ctx context.Context, r *api.Request) error {
+		if r.Command == api.CmdAdd {
+			addsIn <- struct{}{}
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return nil
+	}}
+	path, _ := start(t, h, Options{MaxInFlight: limit, ReservedInFlight: reserved})
+	defer close(release)
+	for range limit {
+		go func() {
+			req := request(api.CmdAdd)
+			req.TimeoutMillis = 20000
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, _ = api.Dial(ctx, path, req)
+		}()
+	}
+	for range limit {
+		select {
+		case <-addsIn:
+		case <-time.After(10 * time.Second):
+			t.Fatal("an ADD did not reach the handler")
+		}
+	}
+	var wg sync.WaitGroup
+	for _, cmd := range []string{api.CmdDel, api.CmdCheck, api.CmdGC, api.CmdStatus} {
+		wg.Go(func() {
+			req := request(cmd)
+			req.TimeoutMillis = 2000
+			if resp := dial(t, path, req); resp.Error != nil {
+				t.Errorf("%s while every ADD slot is held: %+v", cmd, resp.Error)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// A handler that yields its slot while it waits lets another request run in
+// it; it takes a slot again when it resumes, after the other gave it back.
+func TestYieldGivesTheSlotBack(t *testing.T) {
+	waiting := make(chan struct{})
+	proceed := make(chan struct{})
+	var order []string
+	var mu sync.Mutex
+	note := func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() }
+	h := &stub{result: []byte(testResult), hook: func(ctx context.Context, r *api.Request) error {
+		if r.ContainerID != "waiter" {
+			note("other ran")
+			return nil
+		}
+		resume := Yield(ctx)
+		close(waiting)
+		<-proceed
+		if err := resume(ctx); err != nil {
+			return err
+		}
+		note("waiter resumed")
+		return nil
+	}}
+	path, _ := start(t, h, Options{MaxInFlight: 1, ReservedInFlight: 1})
+
+	done := make(chan *api.Response)
+	go func() {
+		req := request(api.CmdAdd)
+		req.ContainerID = "waiter"
+		done <- dial(t, path, req)
+	}()
+	<-waiting
+	// The only ADD slot is free while the first ADD waits.
+	req := request(api.CmdAdd)
+	req.ContainerID = "other"
+	req.TimeoutMillis = 2000
+	if resp := dial(t, path, req); resp.Error != nil {
+		t.Fatalf("ADD while the other yielded its slot: %+v", resp.Error)
+	}
+	close(proceed)
+	if resp := <-done; resp.Error != nil {
+		t.Fatalf("yielding ADD: %+v", resp.Error)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(order, ", ") != "other ran, waiter resumed" {
+		t.Errorf("order %q", order)
+	}
+
+	// Without a slot in the context, Yield does nothing.
+	if err := Yield(context.Background())(context.Background()); err != nil {
+		t.Errorf("Yield without a slot: %v", err)
+	}
+}
+
+// A handler that yielded and cannot take a slot again before its deadline
+// gets the context's cause from resume; the server answers, and a slot it
+// never got back is not released twice.
+func TestYieldResumeAtDeadline(t *testing.T) {
+	hold := make(chan struct{})
+	yielded, held := make(chan struct{}), make(chan struct{})
+	resumed := make(chan error, 1)
+	h := &stub{result: []byte(testResult), hook: func(ctx context.Context, r *api.Request) error {
+		switch r.ContainerID {
+		case "holder":
+			close(held)
+			<-hold
+			return nil
+		case "waiter":
+			resume := Yield(ctx)
+			close(yielded)
+			select {
+			case <-held:
+			case <-ctx.Done():
+			}
+			err := resume(ctx)
+			resumed <- err
+			return err
+		}
+		return nil
+	}}
+	path, s := start(t, h, Options{MaxInFlight: 1, ReservedInFlight: 1})
+
+	waiter := make(chan *api.Response)
+	go func() {
+		req := request(api.CmdAdd)
+		req.ContainerID = "waiter"
+		req.TimeoutMillis = 1000
+		waiter <- dial(t, path, req)
+	}()
+	<-yielded
+	go func() {
+		req := request(api.CmdAdd)
+		req.ContainerID = "holder"
+		dial(t, path, req)
+	}()
+	select {
+	case err := <-resumed:
+		if err == nil || !strings.Contains(err.Error(), "deadline") {
+			t.Errorf("resume at the deadline: %v, want the deadline named", err)
+		}
+	case <-time.After(10 * time.Second):
+		close(hold)
+		t.Fatal("the yielding handler did not resume")
+	}
+	if resp := <-waiter; resp.Error == nil || resp.Error.Code != types.ErrTryAgainLater {
+		t.Errorf("waiter: %+v, want code 11", resp)
+	}
+	close(hold)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(s.slots) != 0 || len(s.addSlots) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("slots still taken: %d of all, %d of ADD", len(s.slots), len(s.addSlots))
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -102,11 +102,22 @@ type Config struct {
 	PodResourcesSocket string `json:"podResourcesSocket,omitempty"`
 	// MetricsAddress serves /metrics, /healthz and /readyz ("" disables).
 	MetricsAddress string `json:"metricsAddress,omitempty"`
-	// MaxInFlight bounds CNI operations run at once; more wait (bounded by
+	// MaxInFlight bounds the ADDs run at once, and is the part of the
+	// concurrency slots any CNI operation may use; more wait (bounded by
 	// their deadline).
 	MaxInFlight int `json:"maxInFlight,omitempty"`
+	// ReservedInFlight are further slots only DEL, CHECK, GC and STATUS
+	// use, so that ADDs (hung delegates) never take all the capacity.
+	ReservedInFlight int `json:"reservedInFlight,omitempty"`
 	// DelegateTimeout bounds one delegate invocation.
 	DelegateTimeout Duration `json:"delegateTimeout,omitempty"`
+	// DelegateSlotTimeout is how long a delegate may run holding its
+	// operation's slot; one that has not answered by then gives it back
+	// until it answers.
+	DelegateSlotTimeout Duration `json:"delegateSlotTimeout,omitempty"`
+	// TeardownGrace is the time per attachment the teardown of a failed
+	// ADD gets beyond the request's deadline.
+	TeardownGrace Duration `json:"teardownGrace,omitempty"`
 	// RequestTimeout bounds one CNI operation in the daemon.
 	RequestTimeout Duration `json:"requestTimeout,omitempty"`
 	// ShimTimeout is the shim's own deadline, written into ConfFileName.
@@ -135,21 +146,24 @@ type Config struct {
 // Defaults returns the configuration used for fields left empty.
 func Defaults() Config {
 	return Config{
-		SocketPath:         api.DefaultSocketPath,
-		NodeRoot:           "/",
-		CNIConfDir:         "/etc/cni/net.d",
-		ConfFileName:       "00-multinet.conflist",
-		StateDir:           "/var/lib/multinet",
-		DevInfoRoot:        devinfo.DefaultRoot,
-		PodResourcesSocket: "/var/lib/kubelet/pod-resources/kubelet.sock",
-		MetricsAddress:     "127.0.0.1:9390",
-		MaxInFlight:        16,
-		DelegateTimeout:    Duration{60 * time.Second},
-		RequestTimeout:     Duration{110 * time.Second},
-		ShimTimeout:        Duration{120 * time.Second},
-		NADSyncWait:        Duration{10 * time.Second},
-		APIQPS:             20,
-		APIBurst:           40,
+		SocketPath:          api.DefaultSocketPath,
+		NodeRoot:            "/",
+		CNIConfDir:          "/etc/cni/net.d",
+		ConfFileName:        "00-multinet.conflist",
+		StateDir:            "/var/lib/multinet",
+		DevInfoRoot:         devinfo.DefaultRoot,
+		PodResourcesSocket:  "/var/lib/kubelet/pod-resources/kubelet.sock",
+		MetricsAddress:      "127.0.0.1:9390",
+		MaxInFlight:         16,
+		ReservedInFlight:    4,
+		DelegateTimeout:     Duration{60 * time.Second},
+		DelegateSlotTimeout: Duration{10 * time.Second},
+		TeardownGrace:       Duration{5 * time.Second},
+		RequestTimeout:      Duration{110 * time.Second},
+		ShimTimeout:         Duration{120 * time.Second},
+		NADSyncWait:         Duration{10 * time.Second},
+		APIQPS:              20,
+		APIBurst:            40,
 	}
 }
 
@@ -230,8 +244,14 @@ func (c *Config) Complete() error {
 	if c.MaxInFlight < 1 {
 		errs = append(errs, fmt.Errorf("maxInFlight %d: want at least 1", c.MaxInFlight))
 	}
+	if c.ReservedInFlight < 1 {
+		errs = append(errs, fmt.Errorf("reservedInFlight %d: want at least 1 (DEL, CHECK, GC and STATUS must run while ADDs hang)", c.ReservedInFlight))
+	}
 	if c.DelegateTimeout.Duration <= 0 || c.RequestTimeout.Duration <= 0 || c.ShimTimeout.Duration <= 0 {
 		errs = append(errs, errors.New("delegateTimeout, requestTimeout, shimTimeout: want positive durations"))
+	}
+	if c.DelegateSlotTimeout.Duration <= 0 || c.TeardownGrace.Duration <= 0 {
+		errs = append(errs, errors.New("delegateSlotTimeout, teardownGrace: want positive durations"))
 	}
 	if c.NADSyncWait.Duration <= 0 {
 		errs = append(errs, fmt.Errorf("nadSyncWait %s: want a positive duration", c.NADSyncWait))

@@ -159,6 +159,10 @@ func Run(ctx context.Context, cfg Config) error {
 		Observer:        m,
 		Ready:           ready,
 		Exec:            delegates,
+
+		// Hung delegates hold no slot and no teardown forever (issue 10 item 4).
+		DelegateSlotTimeout: cfg.DelegateSlotTimeout.Duration,
+		TeardownGrace:       cfg.TeardownGrace.Duration,
 	})
 	if err != nil {
 		return err
@@ -173,9 +177,10 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("shim socket: %w", err)
 	}
 	server := cniserver.New(engine, cniserver.Options{
-		MaxInFlight:    cfg.MaxInFlight,
-		RequestTimeout: cfg.RequestTimeout.Duration,
-		Observer:       m,
+		MaxInFlight:      cfg.MaxInFlight,
+		ReservedInFlight: cfg.ReservedInFlight,
+		RequestTimeout:   cfg.RequestTimeout.Duration,
+		Observer:         m,
 	})
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- server.Serve(listener) }()
