@@ -660,3 +660,32 @@ func TestNamespaceIsolationOn(t *testing.T) {
 		t.Errorf("docs/install.md does not show the shipped list (%q and --global-namespaces=%s)", want, strings.Join(shippedGlobalNamespaces, ","))
 	}
 }
+
+// shippedSystemNamespaces are the namespaces whose pods never get
+// multinetd's defaultNetworks as shipped: Multus's kube-system, and
+// multinet-system, where the webhook's pods (not hostNetwork) must not
+// depend on an operator's extra networks (docs/decisions/attach.md).
+var shippedSystemNamespaces = []string{"kube-system", "multinet-system"}
+
+// TestSystemNamespaces: every overlay ships systemNamespaces with
+// kube-system and multinet-system and no defaultNetworks, so that adding
+// defaultNetworks to the shipped configuration never reaches multinet's own
+// pods.
+func TestSystemNamespaces(t *testing.T) {
+	eachOverlay(t, func(t *testing.T, dir string, o objects) {
+		cfg, err := daemon.LoadConfig(o.configFile(t, "multinetd-config", "multinetd.yaml"))
+		if err != nil {
+			t.Fatalf("multinetd.yaml does not load: %v", err)
+		}
+		if !slices.Equal(cfg.SystemNamespaces, shippedSystemNamespaces) {
+			t.Errorf("multinetd.yaml: systemNamespaces %q, want %q", cfg.SystemNamespaces, shippedSystemNamespaces)
+		}
+		if len(cfg.DefaultNetworks) != 0 {
+			t.Errorf("multinetd.yaml: defaultNetworks %q, want none as shipped", cfg.DefaultNetworks)
+		}
+		cfg.NodeName = "node"
+		if err := cfg.Complete(); err != nil {
+			t.Errorf("multinetd.yaml: %v", err)
+		}
+	})
+}

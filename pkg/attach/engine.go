@@ -102,8 +102,19 @@ type Options struct {
 	// Resolver turns a NAD into its config list (spec §3.4.1); when nil a
 	// Resolver without an on-disk source is used.
 	Resolver *netconf.Resolver
-	// Isolation restricts cross-namespace selections (spec §7.4).
+	// Isolation restricts cross-namespace selections (spec §7.4). It does
+	// not apply to DefaultNetworks.
 	Isolation selection.IsolationPolicy
+	// DefaultNetworks are networks attached to every pod after the default
+	// network and before the pod's own selection (multinetd's
+	// defaultNetworks, Multus's): NADs namespace/name (only Namespace and
+	// Name are read), on generated interfaces net1, net2, … that the pod's
+	// networks then skip. Not for pods of SystemNamespaces, nor for an ADD
+	// that names no pod. A NAD with a device resource name fails the ADD.
+	DefaultNetworks []selection.Element
+	// SystemNamespaces are namespaces whose pods do not get DefaultNetworks
+	// (their own selection still applies, as in Multus).
+	SystemNamespaces []string
 	// Status writes network-status; nil disables it.
 	Status StatusWriter
 	// Events posts pod Events; nil disables them.

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -18,8 +19,9 @@ import (
 	"github.com/multinet/multinet/pkg/selection"
 )
 
-// plan is what one ADD runs: the default network first, then one attachment
-// per network selection element in annotation order.
+// plan is what one ADD runs: the default network first, then the networks
+// of multinetd's defaultNetworks, then one attachment per network selection
+// element in annotation order.
 type plan struct {
 	pod *corev1.Pod // nil when the request names no pod
 	// attachments[0] is the default network (spec §6.2).
@@ -82,15 +84,24 @@ func (e *Engine) buildPlan(ctx context.Context, ifName, containerID string, args
 			}
 		}
 	}
-	if len(elements) == 0 {
+	operator := e.defaultNetworksFor(p.pod)
+	if len(operator) == 0 && len(elements) == 0 {
 		p.resources = []string{""}
 		p.deviceIDs = []string{""}
 		p.deviceInfoFiles = []string{""}
 		return p, e.planAuxiliary(p, ifName)
 	}
 
-	nets := make([]netconf.Network, 0, len(elements))
 	resources := []string{""}
+	reserved, err := e.planDefaultNetworks(ctx, p, operator, ifName)
+	if err != nil {
+		return p, err
+	}
+	for range operator {
+		resources = append(resources, "")
+	}
+	first := len(p.attachments) // the pod's element i is attachments[first+i]
+	nets := make([]netconf.Network, 0, len(elements))
 	for i, el := range elements {
 		list, resource, err := e.resolveNAD(ctx, el.Namespace, el.Name)
 		if err != nil {
@@ -99,14 +110,16 @@ func (e *Engine) buildPlan(ctx context.Context, ifName, containerID string, args
 		nets = append(nets, netconf.Network{Element: el, ConfList: list})
 		resources = append(resources, resource)
 		if el.GatewayRequest != nil {
-			p.gateway, p.gatewayRequested = i+1, true
+			p.gateway, p.gatewayRequested = first+i, true
 		}
 	}
-	more, err := netconf.Plan(nets, netconf.PlanOptions{DefaultIfName: ifName})
-	if err != nil {
-		return p, planError(types.ErrInvalidNetworkConfig, "pod %s/%s: %v", p.pod.Namespace, p.pod.Name, err)
+	if len(nets) > 0 {
+		more, err := netconf.Plan(nets, netconf.PlanOptions{DefaultIfName: ifName, Reserved: reserved})
+		if err != nil {
+			return p, planError(types.ErrInvalidNetworkConfig, "pod %s/%s: %v", p.pod.Namespace, p.pod.Name, err)
+		}
+		p.attachments = append(p.attachments, more...)
 	}
-	p.attachments = append(p.attachments, more...)
 	p.resources = resources
 	p.deviceIDs = make([]string, len(p.attachments))
 	p.deviceInfoFiles = make([]string, len(p.attachments))
@@ -116,6 +129,54 @@ func (e *Engine) buildPlan(ctx context.Context, ifName, containerID string, args
 		}
 	}
 	return p, e.planAuxiliary(p, ifName)
+}
+
+// defaultNetworksFor returns the networks of Options.DefaultNetworks that
+// pod gets: all of them, unless the ADD names no pod or the pod's namespace
+// is one of Options.SystemNamespaces (Multus's systemNamespaces: the pod
+// still gets its own selection).
+func (e *Engine) defaultNetworksFor(pod *corev1.Pod) []selection.Element {
+	if pod == nil || slices.Contains(e.opts.SystemNamespaces, pod.Namespace) {
+		return nil
+	}
+	return e.opts.DefaultNetworks
+}
+
+// planDefaultNetworks appends the attachments of multinetd's defaultNetworks
+// (operator, from defaultNetworksFor) to p, after the default network and
+// before the pod's own networks: one per NAD, in the configured order, on
+// generated interfaces net1, net2, … . They are the operator's choice, not
+// the pod's, so namespace isolation (§7.4) does not apply to them. A NAD
+// with a device resource name is refused: the webhook injects device
+// resources only for the networks a pod selects, so kubelet would have
+// allocated the pod none. It returns the interface names used, for the
+// pod's networks to skip (netconf.PlanOptions.Reserved).
+func (e *Engine) planDefaultNetworks(ctx context.Context, p *plan, operator []selection.Element, ifName string) (map[string]string, error) {
+	if len(operator) == 0 {
+		return nil, nil
+	}
+	nets := make([]netconf.Network, 0, len(operator))
+	for i, el := range operator {
+		list, resource, err := e.resolveNAD(ctx, el.Namespace, el.Name)
+		if err != nil {
+			return nil, planError(nadErrorCode(err), "multinetd defaultNetworks[%d] (%s): %v", i, el.Key(), err)
+		}
+		if resource != "" {
+			return nil, planError(types.ErrInvalidNetworkConfig, "multinetd defaultNetworks[%d] (%s): the NAD names device resource %q; a network of defaultNetworks cannot be a device network (devices are requested at admission for the networks a pod selects only)", i, el.Key(), resource)
+		}
+		nets = append(nets, netconf.Network{Element: selection.Element{Namespace: el.Namespace, Name: el.Name}, ConfList: list})
+	}
+	atts, err := netconf.Plan(nets, netconf.PlanOptions{DefaultIfName: ifName})
+	if err != nil {
+		return nil, planError(types.ErrInvalidNetworkConfig, "pod %s/%s: multinetd defaultNetworks: %v", p.pod.Namespace, p.pod.Name, err)
+	}
+	reserved := make(map[string]string, len(atts))
+	for i := range atts {
+		atts[i].Index = -1 // not an element of the pod's annotation
+		reserved[atts[i].IfName] = fmt.Sprintf("network %q of multinetd's defaultNetworks", atts[i].NetworkKey)
+	}
+	p.attachments = append(p.attachments, atts...)
+	return reserved, nil
 }
 
 // planAuxiliary appends the auxiliary chain, when there is one, as the

@@ -12,11 +12,13 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
 	"github.com/multinet/multinet/pkg/cniserver/api"
 	"github.com/multinet/multinet/pkg/devinfo"
 	"github.com/multinet/multinet/pkg/netconf"
+	"github.com/multinet/multinet/pkg/selection"
 )
 
 // Duration is a time.Duration written as a Go duration string ("90s") in
@@ -126,6 +128,16 @@ type Config struct {
 	// informer's first full list (after a restart), besides the request's
 	// deadline; then it fails with CNI error 11 (try again later).
 	NADSyncWait Duration `json:"nadSyncWait,omitempty"`
+	// DefaultNetworks are NetworkAttachmentDefinitions ("namespace/name")
+	// attached to every pod after the default network and before the pod's
+	// own selection, on net1, net2, … (Multus's defaultNetworks). Not to
+	// pods of SystemNamespaces. Namespace isolation does not apply to them;
+	// a NAD with a device resource name fails the ADD. Empty: none.
+	DefaultNetworks []string `json:"defaultNetworks,omitempty"`
+	// SystemNamespaces are namespaces whose pods do not get DefaultNetworks
+	// (their own selection still applies, as in Multus). Default:
+	// ["kube-system"], Multus's; an explicit empty list means none.
+	SystemNamespaces []string `json:"systemNamespaces,omitempty"`
 	// NamespaceIsolation restricts selections to the pod's namespace and
 	// GlobalNamespaces (spec §7.4).
 	NamespaceIsolation bool     `json:"namespaceIsolation,omitempty"`
@@ -162,6 +174,7 @@ func Defaults() Config {
 		RequestTimeout:      Duration{110 * time.Second},
 		ShimTimeout:         Duration{120 * time.Second},
 		NADSyncWait:         Duration{10 * time.Second},
+		SystemNamespaces:    []string{"kube-system"},
 		APIQPS:              20,
 		APIBurst:            40,
 	}
@@ -218,6 +231,12 @@ func (c *Config) Complete() error {
 	if c.DefaultNetwork.File != "" && filepath.Clean(c.DefaultNetwork.File) == filepath.Join(c.CNIConfDir, c.ConfFileName) {
 		errs = append(errs, fmt.Errorf("defaultNetwork.file %q is multinet's own config file", c.DefaultNetwork.File))
 	}
+	errs = append(errs, checkDefaultNetworks(c.DefaultNetworks)...)
+	for i, ns := range c.SystemNamespaces {
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("systemNamespaces[%d] %q: not a namespace name: %s", i, ns, strings.Join(msgs, "; ")))
+		}
+	}
 	if c.AuxiliaryChain != "" {
 		if err := netconf.ValidateNetworkName(c.AuxiliaryChain); err != nil {
 			errs = append(errs, fmt.Errorf("auxiliaryChain: %w", err))
@@ -260,4 +279,49 @@ func (c *Config) Complete() error {
 		errs = append(errs, fmt.Errorf("requestTimeout %s: must not exceed shimTimeout %s (the shim would give up first)", c.RequestTimeout, c.ShimTimeout))
 	}
 	return errors.Join(errs...)
+}
+
+// checkDefaultNetworks checks defaultNetworks: each a NAD reference
+// "namespace/name", none twice. Multus also accepted a plain name (a NAD of
+// its multusNamespace, or a network of its conf dir) and a file or
+// directory path; the errors say what to write instead.
+func checkDefaultNetworks(refs []string) []error {
+	var errs []error
+	seen := make(map[string]int, len(refs))
+	for i, ref := range refs {
+		field := fmt.Sprintf("defaultNetworks[%d] %q", i, ref)
+		ns, name, ok := strings.Cut(ref, "/")
+		switch {
+		case strings.HasPrefix(ref, "/"):
+			errs = append(errs, fmt.Errorf("%s: a path; want a NetworkAttachmentDefinition namespace/name (for a config file of cniConfDir, create a NAD without spec.config named after its network, multi-net spec §3.4.1)", field))
+			continue
+		case !ok:
+			errs = append(errs, fmt.Errorf("%s: want a NetworkAttachmentDefinition namespace/name (Multus looked a plain name up in its multusNamespace, kube-system by default: kube-system/%s)", field, ref))
+			continue
+		}
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("%s: namespace %q: %s", field, ns, strings.Join(msgs, "; ")))
+		}
+		if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("%s: name %q: %s", field, name, strings.Join(msgs, "; ")))
+		}
+		if j, dup := seen[ref]; dup {
+			errs = append(errs, fmt.Errorf("%s: listed twice (also defaultNetworks[%d])", field, j))
+		} else {
+			seen[ref] = i
+		}
+	}
+	return errs
+}
+
+// DefaultNetworkElements returns DefaultNetworks as the engine takes them
+// (attach.Options.DefaultNetworks), in order. Call it after Complete
+// succeeded.
+func (c *Config) DefaultNetworkElements() []selection.Element {
+	var out []selection.Element
+	for _, ref := range c.DefaultNetworks {
+		ns, name, _ := strings.Cut(ref, "/")
+		out = append(out, selection.Element{Namespace: ns, Name: name})
+	}
+	return out
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/multinet/multinet/pkg/selection"
 )
 
 func TestLoadConfigDefaults(t *testing.T) {
@@ -50,6 +52,37 @@ func TestLoadConfig(t *testing.T) {
 				}
 			},
 		},
+		{
+			// Multus's defaultNetworks and systemNamespaces (issue 10 item 10).
+			name: "defaultNetworks and systemNamespaces", file: "c.yaml",
+			content: "defaultNetworks: [kube-system/sidecar, team-a/mon]\nsystemNamespaces: [kube-system, multinet-system]\n",
+			check: func(t *testing.T, c Config) {
+				if !reflect.DeepEqual(c.DefaultNetworks, []string{"kube-system/sidecar", "team-a/mon"}) || !reflect.DeepEqual(c.SystemNamespaces, []string{"kube-system", "multinet-system"}) {
+					t.Errorf("defaultNetworks %q systemNamespaces %q", c.DefaultNetworks, c.SystemNamespaces)
+				}
+				want := []selection.Element{{Namespace: "kube-system", Name: "sidecar"}, {Namespace: "team-a", Name: "mon"}}
+				if got := c.DefaultNetworkElements(); !reflect.DeepEqual(got, want) {
+					t.Errorf("DefaultNetworkElements() = %+v, want %+v", got, want)
+				}
+			},
+		},
+		{
+			name: "systemNamespaces unset: Multus's kube-system", file: "c.yaml", content: "nodeName: a\n",
+			check: func(t *testing.T, c Config) {
+				if !reflect.DeepEqual(c.SystemNamespaces, []string{"kube-system"}) || c.DefaultNetworks != nil {
+					t.Errorf("systemNamespaces %q defaultNetworks %q, want [kube-system] and none", c.SystemNamespaces, c.DefaultNetworks)
+				}
+			},
+		},
+		{
+			name: "systemNamespaces empty: none", file: "c.yaml", content: "systemNamespaces: []\n",
+			check: func(t *testing.T, c Config) {
+				if len(c.SystemNamespaces) != 0 {
+					t.Errorf("systemNamespaces %q, want none", c.SystemNamespaces)
+				}
+			},
+		},
+		{name: "defaultNetworks not a list", file: "c.yaml", content: "defaultNetworks: kube-system/sidecar\n", wantErr: "defaultNetworks"},
 		{name: "unknown field", file: "c.yaml", content: "nodeName: a\nsocketPth: /x\n", wantErr: `"socketPth"`},
 		{name: "unknown nested field", file: "c.yaml", content: "defaultNetwork:\n  nad: a/b\n  conf: x\n", wantErr: `"conf"`},
 		{name: "duration without unit", file: "c.yaml", content: "delegateTimeout: 30\n", wantErr: "missing unit"},
@@ -106,6 +139,22 @@ func TestComplete(t *testing.T) {
 		{name: "default file is multinet's own", mod: func(c *Config) { c.DefaultNetwork.File = "/etc/cni/net.d/./00-multinet.conflist" }, wantErr: []string{"defaultNetwork.file", "own config file"}},
 		{name: "auxiliary chain", mod: func(c *Config) { c.AuxiliaryChain = "vendor-cni-chain" }},
 		{name: "auxiliary chain is a path", mod: func(c *Config) { c.AuxiliaryChain = "../etc" }, wantErr: []string{"auxiliaryChain", "not a CNI network name"}},
+		{name: "defaultNetworks", mod: func(c *Config) { c.DefaultNetworks = []string{"kube-system/sidecar", "team-a/mon.v2"} }},
+		{name: "defaultNetworks plain name (Multus's multusNamespace)", mod: func(c *Config) { c.DefaultNetworks = []string{"kube-system/a", "sidecar"} },
+			wantErr: []string{`defaultNetworks[1] "sidecar"`, "namespace/name", "kube-system/sidecar"}},
+		{name: "defaultNetworks path (Multus's file form)", mod: func(c *Config) { c.DefaultNetworks = []string{"/etc/cni/net.d/10-side.conf"} },
+			wantErr: []string{`defaultNetworks[0] "/etc/cni/net.d/10-side.conf"`, "a path", "§3.4.1"}},
+		{name: "defaultNetworks empty name", mod: func(c *Config) { c.DefaultNetworks = []string{"kube-system/"} },
+			wantErr: []string{`defaultNetworks[0] "kube-system/"`, `name ""`}},
+		{name: "defaultNetworks bad namespace", mod: func(c *Config) { c.DefaultNetworks = []string{"Kube_System/a"} },
+			wantErr: []string{`defaultNetworks[0] "Kube_System/a"`, `namespace "Kube_System"`}},
+		{name: "defaultNetworks bad name", mod: func(c *Config) { c.DefaultNetworks = []string{"ns/a/b"} },
+			wantErr: []string{`defaultNetworks[0] "ns/a/b"`, `name "a/b"`}},
+		{name: "defaultNetworks listed twice", mod: func(c *Config) { c.DefaultNetworks = []string{"ns/a", "ns/b", "ns/a"} },
+			wantErr: []string{`defaultNetworks[2] "ns/a"`, "listed twice", "defaultNetworks[0]"}},
+		{name: "systemNamespaces none", mod: func(c *Config) { c.SystemNamespaces = nil }},
+		{name: "systemNamespaces bad name", mod: func(c *Config) { c.SystemNamespaces = []string{"kube-system", "Admin"} },
+			wantErr: []string{`systemNamespaces[1] "Admin"`}},
 		{name: "relative socket", mod: func(c *Config) { c.SocketPath = "run/x.sock" }, wantErr: []string{"socketPath"}},
 		{name: "conf file not a conflist", mod: func(c *Config) { c.ConfFileName = "00-multinet.conf" }, wantErr: []string{"confFileName"}},
 		{name: "conf file with a slash", mod: func(c *Config) { c.ConfFileName = "a/00-multinet.conflist" }, wantErr: []string{"confFileName"}},

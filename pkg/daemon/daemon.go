@@ -140,6 +140,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if launcher != nil {
 		defer launcher.Close()
 	}
+	if len(cfg.DefaultNetworks) > 0 {
+		klog.InfoS("every pod outside systemNamespaces gets defaultNetworks", "defaultNetworks", cfg.DefaultNetworks, "systemNamespaces", cfg.SystemNamespaces)
+	}
 	engine, err := attach.New(attach.Options{
 		Store:           store,
 		DefaultNetwork:  defaultNetwork,
@@ -163,6 +166,9 @@ func Run(ctx context.Context, cfg Config) error {
 		// Hung delegates hold no slot and no teardown forever (issue 10 item 4).
 		DelegateSlotTimeout: cfg.DelegateSlotTimeout.Duration,
 		TeardownGrace:       cfg.TeardownGrace.Duration,
+
+		DefaultNetworks:  cfg.DefaultNetworkElements(),
+		SystemNamespaces: cfg.SystemNamespaces,
 	})
 	if err != nil {
 		return err

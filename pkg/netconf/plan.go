@@ -85,6 +85,11 @@ type PlanOptions struct {
 	// DefaultIfName is the default network's CNI_IFNAME (the runtime's, e.g.
 	// "eth0"); no other attachment may use it.
 	DefaultIfName string
+	// Reserved are further interface names already planned in the pod (the
+	// networks of multinetd's defaultNetworks), each mapped to who uses it,
+	// for errors ("network \"kube-system/sidecar\" of defaultNetworks"):
+	// generated names skip them and an explicit request for one fails.
+	Reserved map[string]string
 }
 
 // Attachment is one planned delegate invocation: the network attachment
@@ -197,9 +202,12 @@ func Declares(list *libcni.NetworkConfigList, c string) bool {
 // Nothing of the runtime's own runtimeConfig reaches these attachments (§7.5;
 // see DefaultAttachment). Errors name the network and the element index.
 func Plan(nets []Network, opts PlanOptions) ([]Attachment, error) {
-	taken := make(map[string]string, len(nets)+1) // ifname → owner, for errors
+	taken := make(map[string]string, len(nets)+len(opts.Reserved)+1) // ifname → owner, for errors
 	if opts.DefaultIfName != "" {
 		taken[opts.DefaultIfName] = "the default network"
+	}
+	for name, owner := range opts.Reserved {
+		taken[name] = owner
 	}
 	ifNames := make([]string, len(nets))
 	for i := range nets {
