@@ -99,6 +99,7 @@ func (e *Engine) Add(ctx context.Context, req *api.Request) ([]byte, error) {
 	if err := e.opts.Store.SaveBuffered(rec); err != nil {
 		return nil, e.failUnattempted(log, req, p, types.NewError(types.ErrInternal, fmt.Sprintf("save attachment record: %v", err), ""))
 	}
+	e.rememberNetworks(log, p) // for GC, should this record be lost (networks.go)
 
 	cni := e.cniFor(req.Path)
 	results := make([]types.Result, len(p.attachments))
@@ -187,11 +188,19 @@ func (e *Engine) Add(ctx context.Context, req *api.Request) ([]byte, error) {
 
 // tearDownEarlierAdd tears down the attachments recorded by an earlier ADD
 // of the same container (the runtime retried after a crash or a timeout), so
-// that ADD starts from nothing. A missing, empty or corrupt record is left
-// as it is. Errors (*types.Error, code 11): a delegate DEL failed; the
-// record then keeps what is left for the runtime's DEL.
+// that ADD starts from nothing. A missing or empty record is left as it is;
+// over a corrupt (or partial) one it tears down what the record's readable
+// part, libcni's cache and the API server name (salvage.go) instead of
+// overwriting it, which leaked the earlier ADD's attachments. Errors
+// (*types.Error, code 11): a delegate DEL failed, or the pod's networks
+// cannot be read to complete a salvage; the record then keeps what is left
+// for the retry or the runtime's DEL.
 func (e *Engine) tearDownEarlierAdd(ctx context.Context, req *api.Request, log klog.Logger) error {
 	old, err := e.opts.Store.Load(req.ContainerID)
+	if errors.Is(err, state.ErrCorrupt) || (err == nil && old.Partial) {
+		s := e.salvage(ctx, req.Path, req.ContainerID, req, old, err)
+		return e.tearDownSalvaged(ctx, "ADD", req.Path, req.Netns, s)
+	}
 	if err != nil || len(old.Attachments) == 0 {
 		return nil
 	}

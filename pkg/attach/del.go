@@ -14,7 +14,6 @@ import (
 
 	"github.com/multinet/multinet/pkg/cniserver/api"
 	"github.com/multinet/multinet/pkg/devinfo"
-	"github.com/multinet/multinet/pkg/kube"
 	"github.com/multinet/multinet/pkg/netconf"
 	"github.com/multinet/multinet/pkg/state"
 )
@@ -28,9 +27,12 @@ const fallbackPlanTimeout = 3 * time.Second
 // CNI_NETNS may be empty or already gone: every delegate's DEL still runs
 // (with an empty CNI_NETNS) so that IPAM releases its addresses.
 //
-// Without a record (or with a corrupt one, reported in the log and as an
-// Event), it tears down what the API server still knows: the pod's current
-// selection, else the default network alone. The record is removed once
+// Without a record, it tears down what the API server still knows: the
+// pod's current selection, else the default network alone. With a corrupt
+// record it tears down what the record's readable part, libcni's cache and
+// the API server name (salvage.go), reports it in the log, an Event and a
+// metric, and fails while something may be left (a delegate DEL failed, or
+// the API server cannot give the pod's networks). The record is removed once
 // every delegate DEL succeeded; otherwise it is kept for the runtime's retry.
 func (e *Engine) Del(ctx context.Context, req *api.Request) error {
 	unlock, err := e.locks.lock(ctx, req.ContainerID)
@@ -42,13 +44,20 @@ func (e *Engine) Del(ctx context.Context, req *api.Request) error {
 	log := klog.FromContext(ctx).WithValues("containerID", req.ContainerID)
 	rec, err := e.opts.Store.Load(req.ContainerID)
 	switch {
-	case err == nil:
-	case errors.Is(err, state.ErrNotFound), errors.Is(err, state.ErrCorrupt):
-		corrupt := errors.Is(err, state.ErrCorrupt)
-		if corrupt {
-			log.Error(err, "attachment record is corrupt; tearing down what the API server knows")
+	case errors.Is(err, state.ErrCorrupt), err == nil && rec.Partial:
+		// What the record, libcni's cache and the API server still name
+		// (salvage.go); what is left stays in the record for the retry.
+		s := e.salvage(ctx, req.Path, req.ContainerID, req, rec, err)
+		if err := e.tearDownSalvaged(ctx, "DEL", req.Path, req.Netns, s); err != nil {
+			return err
 		}
-		rec, err = e.fallbackRecord(ctx, req, corrupt)
+		if err := e.opts.Store.Delete(req.ContainerID); err != nil {
+			return types.NewError(types.ErrIOFailure, fmt.Sprintf("remove attachment record: %v", err), "")
+		}
+		return nil
+	case err == nil:
+	case errors.Is(err, state.ErrNotFound):
+		rec, err = e.fallbackRecord(ctx, req)
 		if err != nil {
 			return types.NewError(types.ErrTryAgainLater, fmt.Sprintf("DEL of container %s without a record: %v", req.ContainerID, err), "")
 		}
@@ -148,7 +157,7 @@ func (e *Engine) delOne(ctx context.Context, cni *libcni.CNIConfig, containerID,
 // fallbackRecord rebuilds the attachments of a container without a usable
 // record from the API (the pod's selection as it is now), or the default
 // network alone when the pod or the API server is gone.
-func (e *Engine) fallbackRecord(ctx context.Context, req *api.Request, corrupt bool) (*state.Record, error) {
+func (e *Engine) fallbackRecord(ctx context.Context, req *api.Request) (*state.Record, error) {
 	args, err := parseArgs(req.Args)
 	if err != nil {
 		return nil, err
@@ -168,9 +177,6 @@ func (e *Engine) fallbackRecord(ctx context.Context, req *api.Request, corrupt b
 			return nil, fmt.Errorf("%v; and the default network: %w", err, derr)
 		}
 		p = &plan{attachments: []netconf.Attachment{def}, deviceInfoFiles: []string{""}}
-	}
-	if corrupt {
-		e.warningEvent(p.pod, kube.ReasonCorruptRecord, "attachment record of sandbox %s is corrupt; tearing down the pod's current networks", req.ContainerID)
 	}
 	for i, a := range p.attachments {
 		f := ""
@@ -295,7 +301,20 @@ func (e *Engine) GC(ctx context.Context, req *api.Request) error {
 			networks[list.Name] = &gcNetwork{list: list}
 		}
 	}
+	// Every network multinetd has attached on the node, so that the
+	// attachments of containers whose record is lost or corrupt are
+	// reclaimed too (networks.go); one no live record uses is forgotten
+	// once its GC succeeded.
+	log := klog.FromContext(ctx)
+	idle := map[string]bool{}
+	for name, list := range e.rememberedNetworks(log) {
+		if _, ok := networks[name]; !ok {
+			networks[name] = &gcNetwork{list: list}
+			idle[name] = true
+		}
+	}
 	cni := e.cniFor(req.Path)
+	protectValid(log, cni, valid, networks)
 	for _, n := range networks {
 		gctx, cancel := context.WithTimeout(ctx, e.opts.DelegateTimeout)
 		start := time.Now()
@@ -304,6 +323,8 @@ func (e *Engine) GC(ctx context.Context, req *api.Request) error {
 		e.observe("GC", n.list, start, err)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("GC of network %s: %w", n.list.Name, err))
+		} else if idle[n.list.Name] {
+			e.forgetNetwork(log, n.list.Name)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -334,7 +355,13 @@ func (e *Engine) gcOne(ctx context.Context, cniPath, id string, valid bool, netw
 			return nil
 		}
 		if !valid && errors.Is(err, state.ErrCorrupt) {
-			klog.FromContext(ctx).Error(err, "GC: removing a corrupt record of a container that is gone", "containerID", id)
+			// Tear down what the record's readable part and libcni's
+			// cache name; the networks' GC below reclaims the rest.
+			s := e.salvage(ctx, cniPath, id, nil, nil, err)
+			s.whole = true
+			if err := e.tearDownSalvaged(ctx, "GC", cniPath, "", s); err != nil {
+				return fmt.Errorf("GC: container %s: %w", id, err)
+			}
 			return e.opts.Store.Delete(id)
 		}
 		return fmt.Errorf("GC: record of container %s: %w", id, err)

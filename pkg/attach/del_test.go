@@ -127,29 +127,33 @@ func TestDelUsesRequestCNIPath(t *testing.T) {
 	e.wantNoLeases()
 }
 
-// A corrupt record is reported and DEL falls back to what the API server
-// knows (DESIGN.md "What the anchors get wrong": a corrupt cache must not
-// make DEL skip every delegate): the pod's current networks when it is
-// there, else the default network alone.
+// A corrupt record is reported and DEL falls back to what libcni's cache and
+// the API server know (DESIGN.md "What the anchors get wrong": a corrupt
+// cache must not make DEL skip every delegate): the pod's current networks
+// when it is there. With the API server down DEL tears down what it can and
+// fails (TestDelCorruptRecordAPIDown); it used to tear down eth0 only and
+// succeed, leaking net1..net3.
 func TestDelCorruptRecord(t *testing.T) {
 	tests := []struct {
 		name     string
-		apiDown  bool
+		podGone  bool
 		wantDels []string
 		// released are the networks whose addresses must be freed.
 		released  []string
 		wantEvent bool
 	}{
 		{name: "pod known", wantDels: []string{"net3", "net2", "net1", "eth0"}, released: []string{"mnu-default", "net-a", "net-b", "net-c"}, wantEvent: true},
-		{name: "API server down", apiDown: true, wantDels: []string{"eth0"}, released: []string{"mnu-default"}},
+		{name: "pod gone", podGone: true, wantDels: []string{"net3", "net2", "net1", "eth0"}, released: []string{"mnu-default", "net-a", "net-b", "net-c"}, wantEvent: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t, nil)
 			pod, id := e.addThree()
 			cnitest.WriteFile(t, e.store.Dir(), id+".json", []byte(`{"containerID":`))
-			if tt.apiDown {
-				e.pods.setErr(errors.New("API server down"))
+			if tt.podGone { // NotFound: libcni's cache is all there is
+				e.pods.mu.Lock()
+				delete(e.pods.pods, pod.Namespace+"/"+pod.Name)
+				e.pods.mu.Unlock()
 			}
 			e.del(id, pod)
 			if got := ifNames(e.exec.of("DEL")); !slices.Equal(got, tt.wantDels) {
