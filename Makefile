@@ -55,6 +55,20 @@ test-k8s-versions: ## the e2e suite on the oldest and newest maintained Kubernet
 test-multus-e2e: ## Multus's e2e scenarios re-written for multinet (hack/multus-e2e.sh; needs cluster-up, root; restarts multinetd twice)
 	hack/multus-e2e.sh $(MULTUS_E2E_ARGS)
 
+# The chaos suite (hack/chaos.sh, test/chaos, docs/chaos.md): N pods on three
+# networks, ROUNDS rounds of 0→N→0, KILLS multinetd SIGKILLs a round (N or MIN-MAX).
+N      ?= 60
+ROUNDS ?= 3
+KILLS  ?= 3-5
+
+.PHONY: chaos
+chaos: ## chaos suite: ROUNDS rounds of 0→N→0 with multinetd killed KILLS times a round, kubelet restart, API server paused, a record corrupted, a hanging delegate; counts leaks (CHAOS_ARGS adds flags)
+	hack/chaos.sh -pods $(N) -rounds $(ROUNDS) -kills $(KILLS) $(CHAOS_ARGS)
+
+.PHONY: chaos-short
+chaos-short: ## the chaos suite's short form: one round of 0→20→0, 3 multinetd kills
+	hack/chaos.sh -pods 20 -rounds 1 -kills 3 $(CHAOS_ARGS)
+
 .PHONY: fuzz
 fuzz: ## run every Fuzz target for FUZZTIME (default 30s) each
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# verify.sh: gofmt, go vet (with and without the e2e build tag), no use of a
+# verify.sh: gofmt, go vet (with and without the e2e build tag, and with chaos), no use of a
 # deprecated API (staticcheck's SA1019, with and without the e2e build tag)
 # and, when present, hack/verify-codegen.sh. Exits non-zero on the first
 # failure.
@@ -30,6 +30,7 @@ fi
 echo "== go vet"
 go vet ./...
 if [[ -d test/e2e ]]; then go vet -tags e2e ./test/e2e/...; fi
+if [[ -d test/chaos ]]; then go vet -tags chaos ./test/chaos/...; fi
 
 # Only SA1019: a deprecated identifier is used. Fix the use; where the
 # deprecated API is the only way, say why with //lint:ignore SA1019 <reason>.
@@ -37,6 +38,7 @@ echo "== staticcheck -checks SA1019 (deprecated APIs)"
 ensure_staticcheck
 "$staticcheck" -checks SA1019 ./...
 "$staticcheck" -checks SA1019 -tags e2e ./...
+if [[ -d test/chaos ]]; then "$staticcheck" -checks SA1019 -tags chaos ./test/chaos/...; fi
 
 if [[ -x hack/verify-codegen.sh ]]; then
   echo "== hack/verify-codegen.sh"
