@@ -228,11 +228,53 @@ func TestNoDaemon(t *testing.T) {
 		code uint
 	}{{"ADD", 11}, {"DEL", 11}, {"CHECK", 11}, {"GC", 11}, {"STATUS", 50}} {
 		t.Run(tc.cmd, func(t *testing.T) {
-			e := cniError(t, execShim(t, cniEnv(tc.cmd), netconf("1.1.0", sock, "")))
+			// DEL and GC wait for multinetd until the timeout (1 s here).
+			e := cniError(t, execShim(t, cniEnv(tc.cmd), netconf("1.1.0", sock, `, "timeout": "1s"`)))
 			if e.Code != tc.code || !strings.Contains(e.Msg, sock) {
 				t.Errorf("error %+v, want code %d naming %s", e, tc.code, sock)
 			}
 		})
+	}
+}
+
+// DEL and GC wait for a restarting multinetd: the runtime sends them once
+// (containerd's cleanup after a failed ADD), so a DEL sent while nothing
+// listens is delivered when multinetd listens again, within the timeout;
+// ADD fails at once (the kubelet retries it with a new sandbox).
+func TestDelWaitsForRestartingDaemon(t *testing.T) {
+	for _, cmd := range []string{"DEL", "GC"} {
+		t.Run(cmd, func(t *testing.T) {
+			h := &handler{}
+			dir := t.TempDir()
+			sock := filepath.Join(dir, "multinetd.sock")
+			done := make(chan run, 1)
+			go func() { done <- execShim(t, cniEnv(cmd), netconf("1.1.0", sock, `, "timeout": "20s"`)) }()
+			time.Sleep(700 * time.Millisecond)
+			l, err := cniserver.Listen(sock)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := cniserver.New(h, cniserver.Options{})
+			go func() { _ = s.Serve(l) }()
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = s.Shutdown(ctx)
+			})
+			r := <-done
+			if r.exit != 0 {
+				t.Fatalf("%s while multinetd restarted: exit %d, stdout %s, stderr %s", cmd, r.exit, r.stdout, r.stderr)
+			}
+			if got := h.requests(); len(got) != 1 || got[0].Command != cmd {
+				t.Errorf("multinetd got %v, want one %s", got, cmd)
+			}
+		})
+	}
+	sock := filepath.Join(t.TempDir(), "absent.sock")
+	start := time.Now()
+	e := cniError(t, execShim(t, cniEnv("ADD"), netconf("1.1.0", sock, `, "timeout": "20s"`)))
+	if e.Code != 11 || time.Since(start) > 10*time.Second {
+		t.Errorf("ADD without multinetd: %+v after %s, want code 11 at once", e, time.Since(start))
 	}
 }
 
