@@ -33,7 +33,7 @@ verify: ## gofmt check, go vet (also the e2e tag), no deprecated API (staticchec
 	hack/verify.sh
 
 .PHONY: test
-test: verify test-unit test-e2e chaos-short ## verify, unit tests, end-to-end tests on a real cluster, then the chaos suite's short form
+test: verify test-unit test-e2e ## verify, unit tests, then end-to-end tests on a real cluster (the chaos short form is separate: make chaos-short, docs/chaos.md)
 
 .PHONY: test-unit
 test-unit: ## go test ./... (no e2e), with -race when a C compiler is present
