@@ -9,7 +9,6 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/ns"
@@ -166,18 +165,20 @@ func forward(cmd string, args *skel.CmdArgs) (*api.Response, error) {
 	return resp, nil
 }
 
-// dial is api.Dial, tried again while nothing listens on the socket (it is
-// missing or refuses: multinetd is restarting) for DEL and GC, until ctx
-// ends: the runtime sends those once and does not repeat them (containerd
-// cleans up after a failed ADD with one DEL and then forgets the sandbox),
-// so failing at once would leave the attachments and their record behind
-// (seen by make chaos). ADD, CHECK and STATUS fail at once: the kubelet
-// retries ADD with a new sandbox, and STATUS must say "not available" now.
+// dial is api.Dial, tried again for DEL and GC until ctx ends while no
+// answer arrives (nothing listens on the socket, or multinetd died before
+// answering: it is restarting). The runtime sends those once and does not
+// repeat them (containerd cleans up after a failed ADD with one DEL and then
+// forgets the sandbox), so failing at once would leave the attachments and
+// their record behind (seen by make chaos); both are safe to repeat (a CNI
+// DEL of what is gone succeeds). An answer, even an error, ends it. ADD,
+// CHECK and STATUS fail at once: the kubelet retries ADD with a new
+// sandbox, and STATUS must say "not available" now.
 func dial(ctx context.Context, socketPath string, req *api.Request) (*api.Response, error) {
 	backoff := 100 * time.Millisecond
 	for {
 		resp, err := api.Dial(ctx, socketPath, req)
-		if err == nil || (req.Command != api.CmdDel && req.Command != api.CmdGC) || !notListening(err) {
+		if err == nil || (req.Command != api.CmdDel && req.Command != api.CmdGC) || ctx.Err() != nil {
 			return resp, err
 		}
 		select {
@@ -187,12 +188,6 @@ func dial(ctx context.Context, socketPath string, req *api.Request) (*api.Respon
 		}
 		backoff = min(2*backoff, 2*time.Second)
 	}
-}
-
-// notListening says whether err is a connect failure because no server
-// listens on the socket (ENOENT, ECONNREFUSED), when nothing was sent.
-func notListening(err error) bool {
-	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // transportError turns a failed exchange into the CNI error reported to the

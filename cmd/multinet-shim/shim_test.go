@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -270,6 +271,42 @@ func TestDelWaitsForRestartingDaemon(t *testing.T) {
 			}
 		})
 	}
+	// multinetd killed after taking the DEL, before answering: the DEL is
+	// sent again to the next one.
+	t.Run("DEL after a lost answer", func(t *testing.T) {
+		h := &handler{}
+		sock := filepath.Join(t.TempDir(), "multinetd.sock")
+		dying, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan run, 1)
+		go func() { done <- execShim(t, cniEnv("DEL"), netconf("1.1.0", sock, `, "timeout": "20s"`)) }()
+		conn, err := dying.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.Close() // took the request, died before answering
+		_ = dying.Close()
+		_ = os.Remove(sock)
+		l, err := cniserver.Listen(sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := cniserver.New(h, cniserver.Options{})
+		go func() { _ = s.Serve(l) }()
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = s.Shutdown(ctx)
+		})
+		if r := <-done; r.exit != 0 {
+			t.Fatalf("DEL after a lost answer: exit %d, stdout %s, stderr %s", r.exit, r.stdout, r.stderr)
+		}
+		if got := h.requests(); len(got) != 1 || got[0].Command != "DEL" {
+			t.Errorf("multinetd got %v, want the DEL again", got)
+		}
+	})
 	sock := filepath.Join(t.TempDir(), "absent.sock")
 	start := time.Now()
 	e := cniError(t, execShim(t, cniEnv("ADD"), netconf("1.1.0", sock, `, "timeout": "20s"`)))
