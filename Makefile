@@ -35,8 +35,12 @@ verify: ## gofmt check, go vet (also the e2e tag), no deprecated API (staticchec
 .PHONY: test
 test: verify test-unit test-e2e ## verify, unit tests, then end-to-end tests on a real cluster (the chaos short form is separate: make chaos-short, docs/chaos.md)
 
+.PHONY: packages
+packages: ## install the Debian packages the tests and the cluster need when any is missing (hack/lib/cluster.sh ensure_packages)
+	@mkdir -p $(OUT) && bash -c '. hack/lib/cluster.sh && ensure_packages'
+
 .PHONY: test-unit
-test-unit: ## go test ./... (no e2e), with -race when a C compiler is present
+test-unit: packages ## go test ./... (no e2e), with -race when a C compiler is present (packages first: the hack/lib tests run jq)
 	$(GO) test $(RACE) -count=1 -timeout $(UNIT_TIMEOUT) ./...
 
 .PHONY: test-e2e

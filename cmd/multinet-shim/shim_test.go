@@ -90,6 +90,13 @@ func (h *handler) requests() []*api.Request {
 func serve(t *testing.T, h cniserver.Handler) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "multinetd.sock")
+	serveAt(t, h, path)
+	return path
+}
+
+// serveAt serves h on the socket path until the test ends.
+func serveAt(t *testing.T, h cniserver.Handler, path string) {
+	t.Helper()
 	l, err := cniserver.Listen(path)
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +108,6 @@ func serve(t *testing.T, h cniserver.Handler) string {
 		defer cancel()
 		_ = s.Shutdown(ctx)
 	})
-	return path
 }
 
 // netconf returns a CNI network configuration for the shim.
@@ -251,17 +257,7 @@ func TestDelWaitsForRestartingDaemon(t *testing.T) {
 			done := make(chan run, 1)
 			go func() { done <- execShim(t, cniEnv(cmd), netconf("1.1.0", sock, `, "timeout": "20s"`)) }()
 			time.Sleep(700 * time.Millisecond)
-			l, err := cniserver.Listen(sock)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := cniserver.New(h, cniserver.Options{})
-			go func() { _ = s.Serve(l) }()
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				_ = s.Shutdown(ctx)
-			})
+			serveAt(t, h, sock)
 			r := <-done
 			if r.exit != 0 {
 				t.Fatalf("%s while multinetd restarted: exit %d, stdout %s, stderr %s", cmd, r.exit, r.stdout, r.stderr)
@@ -289,17 +285,7 @@ func TestDelWaitsForRestartingDaemon(t *testing.T) {
 		_ = conn.Close() // took the request, died before answering
 		_ = dying.Close()
 		_ = os.Remove(sock)
-		l, err := cniserver.Listen(sock)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s := cniserver.New(h, cniserver.Options{})
-		go func() { _ = s.Serve(l) }()
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = s.Shutdown(ctx)
-		})
+		serveAt(t, h, sock)
 		if r := <-done; r.exit != 0 {
 			t.Fatalf("DEL after a lost answer: exit %d, stdout %s, stderr %s", r.exit, r.stdout, r.stderr)
 		}
