@@ -16,7 +16,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -50,6 +49,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
+	"github.com/multinet/multinet/internal/clusterenv"
 	"github.com/multinet/multinet/pkg/apiclient"
 	"github.com/multinet/multinet/pkg/state"
 	"github.com/multinet/multinet/pkg/status"
@@ -153,33 +153,11 @@ type cluster struct {
 	multi *apiclient.Clientset
 }
 
-func readEnvFile(path string) (map[string]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	env := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		k, v, ok := strings.Cut(strings.TrimPrefix(line, "export "), "=")
-		if !ok {
-			return nil, fmt.Errorf("%s: malformed line %q", path, line)
-		}
-		env[k] = strings.Trim(v, `"'`)
-	}
-	return env, sc.Err()
-}
-
 func connect(path string) (*cluster, error) {
 	if path == "" {
 		path = filepath.Join("_output", "cluster", "env")
 	}
-	env, err := readEnvFile(path)
+	env, err := clusterenv.Read(path)
 	if err != nil {
 		return nil, fmt.Errorf("env file (make cluster-up writes it): %w", err)
 	}
@@ -380,7 +358,7 @@ func (s *suite) setup() error {
 		}
 	}
 	if s.o.devicePods > 0 {
-		denv, err := readEnvFile(filepath.Join(s.c.env["MULTINET_CLUSTER_DIR"], "multinet", "devices.env"))
+		denv, err := clusterenv.Read(filepath.Join(s.c.env["MULTINET_CLUSTER_DIR"], "multinet", "devices.env"))
 		if err != nil {
 			logf("no device pool (%v): running without device pods", err)
 		} else {

@@ -25,6 +25,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/multinet/multinet/internal/clusterenv"
 	"github.com/multinet/multinet/pkg/status"
 )
 
@@ -41,7 +42,7 @@ const resourceNameAnnotation = "k8s.v1.cni.cncf.io/resourceName"
 func devicesEnv(t *testing.T) map[string]string {
 	t.Helper()
 	path := filepath.Join(testCluster.mustEnv(t, "MULTINET_CLUSTER_DIR"), "multinet", "devices.env")
-	env, err := readEnvFile(path)
+	env, err := clusterenv.Read(path)
 	if err != nil {
 		t.Fatalf("device setup of the cluster: %v (run hack/cluster-devices.sh up, or make cluster-down cluster-up)", err)
 	}

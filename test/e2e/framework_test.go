@@ -10,7 +10,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -25,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/multinet/multinet/internal/clusterenv"
 	"github.com/multinet/multinet/pkg/apiclient"
 )
 
@@ -59,7 +59,7 @@ func connect() (*cluster, error) {
 	if envPath == "" {
 		envPath = filepath.Join("..", "..", "_output", "cluster", "env")
 	}
-	env, err := readEnvFile(envPath)
+	env, err := clusterenv.Read(envPath)
 	if err != nil && os.Getenv("KUBECONFIG") == "" {
 		return nil, fmt.Errorf("read env file (set MULTINET_CLUSTER_ENV or KUBECONFIG): %w", err)
 	}
@@ -103,33 +103,6 @@ func connect() (*cluster, error) {
 		return nil, err
 	}
 	return c, nil
-}
-
-// readEnvFile parses the `export KEY=value` lines of cluster-up's env file.
-func readEnvFile(path string) (map[string]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	env := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		line = strings.TrimPrefix(line, "export ")
-		k, v, ok := strings.Cut(line, "=")
-		if !ok {
-			return nil, fmt.Errorf("%s: malformed line %q", path, line)
-		}
-		env[k] = strings.Trim(v, `"'`)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return env, nil
 }
 
 // mustEnv returns the cluster variable name, failing the test when unset.
