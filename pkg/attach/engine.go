@@ -176,6 +176,11 @@ type Engine struct {
 	bg sync.WaitGroup // background status writes
 
 	retrier statusRetrier // network-status writes to retry (netstatus.go)
+
+	// remembered holds, by file path, the config list bytes this engine
+	// last found in or wrote to the remembered-networks dir (networks.go),
+	// so that an ADD of an unchanged network touches no file.
+	remembered sync.Map
 }
 
 // New returns an Engine. Errors: a required option is missing.

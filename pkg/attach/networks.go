@@ -41,22 +41,28 @@ func validNetworkFile(name string) bool {
 // ADD on the network). Failures are logged: they only weaken a later GC.
 func (e *Engine) rememberNetworks(log klog.Logger, p *plan) {
 	dir := e.networksDir()
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		log.Error(err, "remember the networks of an ADD")
-		return
-	}
 	for _, a := range p.attachments {
 		list := a.ConfList
 		if list == nil || !validNetworkFile(list.Name) {
 			continue
 		}
 		path := filepath.Join(dir, list.Name+".json")
-		if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, list.Bytes) {
+		if known, ok := e.remembered.Load(path); ok && bytes.Equal(known.([]byte), list.Bytes) {
 			continue
+		}
+		if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, list.Bytes) {
+			e.remembered.Store(path, list.Bytes)
+			continue
+		}
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			log.Error(err, "remember the networks of an ADD")
+			return
 		}
 		if err := atomicfile.WriteFile(path, list.Bytes, 0o600, atomicfile.NoSync()); err != nil {
 			log.Error(err, "remember a network for GC", "network", list.Name)
+			continue
 		}
+		e.remembered.Store(path, list.Bytes)
 	}
 }
 
@@ -86,6 +92,7 @@ func (e *Engine) rememberedNetworks(log klog.Logger) map[string]*libcni.NetworkC
 		if err != nil || list.Name+".json" != name {
 			log.Error(err, "GC: a remembered network does not decode; removing it", "file", path)
 			_ = os.Remove(path)
+			e.remembered.Delete(path)
 			continue
 		}
 		out[list.Name] = list
@@ -98,7 +105,9 @@ func (e *Engine) forgetNetwork(log klog.Logger, name string) {
 	if !validNetworkFile(name) {
 		return
 	}
-	if err := os.Remove(filepath.Join(e.networksDir(), name+".json")); err != nil && !errors.Is(err, os.ErrNotExist) {
+	path := filepath.Join(e.networksDir(), name+".json")
+	e.remembered.Delete(path)
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		log.Error(err, "GC: forget a network", "network", name)
 	}
 }
