@@ -354,7 +354,9 @@ func (e *Engine) warn(p *plan, err error) {
 // installed for the "default-route" attachment (nil when none was chosen).
 //
 // An optional value that cannot be published (a nameserver that is not an
-// IP address, a device-info file that cannot be read or used) is left out
+// IP address, a "mac" that is not a hardware address or has no interface
+// name, a negative "mtu", a device-info file that cannot be read or used;
+// status.FromResultWithOmissions) is left out
 // of its entry and named in a Warning Event on the pod: the attachments are
 // made, and network-status only reports them (§5).
 func (e *Engine) networkStatus(p *plan, results []types.Result, routedVia []string) ([]status.NetworkStatus, error) {

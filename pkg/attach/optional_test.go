@@ -209,3 +209,51 @@ func TestAddEmptyDefaultRouteWithoutGateway(t *testing.T) {
 	}
 	wantIgnored(t, e, "ns1/net-a", `"default-route"`, "no gateway")
 }
+
+// A delegate whose result's sandbox interface has a "mac" that is not a
+// hardware address, or belongs to an interface without a name (§5.3.4), or
+// a negative "mtu" (§5.3.5): the value is left out of network-status, the
+// ADD succeeds and the rest of the entry is published.
+func TestAddDropsUnusableMacAndMTU(t *testing.T) {
+	// resultPlugin answers ADD with INTERFACE as its sandbox interface.
+	const resultPlugin = `cat >/dev/null
+case "$CNI_COMMAND" in
+ADD) printf '{"cniVersion":"1.0.0","interfaces":[{INTERFACE"sandbox":"%s"}],"ips":[{"interface":0,"address":"192.0.2.7/24"}]}' "$CNI_NETNS" ;;
+VERSION) printf '{"cniVersion":"1.0.0","supportedVersions":["0.4.0","1.0.0"]}' ;;
+esac
+`
+	for _, tc := range []struct {
+		name      string
+		intf      string // the interface's keys before "sandbox"
+		want      status.NetworkStatus
+		wantEvent []string
+	}{
+		{"mac not a hardware address", `"name":"net1","mac":"not-a-mac","mtu":1400,`,
+			status.NetworkStatus{Name: "ns1/odd-net", Interface: "net1", MTU: 1400, IPs: []string{"192.0.2.7"}},
+			[]string{`"mac"`, `"not-a-mac" is not a hardware address`, "§5.3.4"}},
+		{"mac without interface name", `"mac":"02:00:00:00:00:07",`,
+			status.NetworkStatus{Name: "ns1/odd-net", IPs: []string{"192.0.2.7"}},
+			[]string{`"mac"`, "no name", "§5.3.4"}},
+		{"negative mtu", `"name":"net1","mac":"02:00:00:00:00:07","mtu":-1,`,
+			status.NetworkStatus{Name: "ns1/odd-net", Interface: "net1", Mac: "02:00:00:00:00:07", IPs: []string{"192.0.2.7"}},
+			[]string{`"mtu"`, "-1 is negative", "§5.3.5"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			binDir := t.TempDir()
+			cnitest.ScriptPlugin(t, binDir, "mnu-oddresult", strings.ReplaceAll(resultPlugin, "INTERFACE", tc.intf))
+			e := newEnv(t, func(o *Options) { o.BinDirs = []string{cnitest.BinDir(t), binDir} })
+			e.nads.put(podNS, "odd-net", `{"cniVersion":"1.0.0","name":"odd-net","plugins":[{"type":"mnu-oddresult"}]}`, nil)
+			pod := e.podWithNetworks("odd-net")
+			e.add("ctr-"+cnitest.UniqueName(""), pod)
+
+			list := e.networkStatus(pod)
+			if len(list) != 2 || !list[0].Default {
+				t.Fatalf("network-status = %+v, want the default network and ns1/odd-net", list)
+			}
+			if s := entry(t, list, "ns1/odd-net"); !s.Equal(&tc.want) {
+				t.Errorf("network-status entry = %+v, want %+v", s, tc.want)
+			}
+			wantIgnored(t, e, append([]string{"ns1/odd-net"}, tc.wantEvent...)...)
+		})
+	}
+}

@@ -56,11 +56,14 @@ type Options struct {
 // "pciID" when it is a PCI address (§5.3.8).
 //
 // An optional value of the result that the entry cannot carry is left out:
-// a "dns" nameserver that is not an IP address (§5.3.7.1).
-// FromResultWithOmissions reports which.
+// a sandbox interface's "mac" that is not a hardware address, or whose
+// interface has no name (§5.3.4); a negative "mtu" (§5.3.5); a "dns"
+// nameserver that is not an IP address (§5.3.7.1). FromResultWithOmissions
+// reports which.
 //
 // Errors: empty networkKey, a result that cannot be converted, a
-// GatewayRequest item that is not an IP, or DeviceInfo that is not a JSON object.
+// GatewayRequest item that is not an IP, or DeviceInfo that is not a JSON
+// object. These are the caller's inputs, not optional values of the result.
 func FromResult(result types.Result, networkKey, ifName string, opts Options) (NetworkStatus, error) {
 	st, _, err := FromResultWithOmissions(result, networkKey, ifName, opts)
 	return st, err
@@ -72,7 +75,8 @@ type Omission struct {
 	// Field is the status key path of the value, e.g. `dns.nameservers[1]`
 	// (the index is the one in the result).
 	Field string
-	// Reason says why, e.g. `"dns.example.com" is not an IP address (spec §5.3.7.1)`.
+	// Reason says why, e.g. `"dns.example.com" is not an IP address (spec §5.3.7.1)`
+	// or `interfaces[1].mac "zz" is not a hardware address (spec §5.3.4)`.
 	Reason string
 }
 
@@ -123,6 +127,7 @@ func FromResultWithOmissions(result types.Result, networkKey, ifName string, opt
 		}
 	}
 	var ips []*current.IPConfig
+	var omitted []Omission
 	switch {
 	case isLegacy(result):
 		// §5.3.2.1, §5.3.3.1: no interfaces before 0.3.0; ip4 and ip6 became
@@ -131,14 +136,32 @@ func FromResultWithOmissions(result types.Result, networkKey, ifName string, opt
 		ips = unindexedIPs(res.IPs)
 	case sandbox >= 0:
 		intf := res.Interfaces[sandbox]
-		st.Interface, st.Mac, st.MTU = intf.Name, intf.Mac, intf.Mtu
-		if st.Mac != "" {
-			if _, err := net.ParseMAC(st.Mac); err != nil {
-				return NetworkStatus{}, nil, fmt.Errorf("network %q: interfaces[%d].mac: %q is not a hardware address: %w", networkKey, sandbox, st.Mac, err)
-			}
+		st.Interface = intf.Name
+		// "mac" and "mtu" are optional (§5.3.4, §5.3.5): a value the entry
+		// cannot carry is left out, not a failed attachment.
+		switch _, err := net.ParseMAC(intf.Mac); {
+		case intf.Mac == "":
+		case err != nil:
+			omitted = append(omitted, Omission{
+				Field:  keyMac,
+				Reason: fmt.Sprintf("interfaces[%d].mac %q is not a hardware address (spec §5.3.4)", sandbox, intf.Mac),
+			})
+		case intf.Name == "":
+			// §5.3.4: "If the "mac" key is present, "interface" must also be present."
+			omitted = append(omitted, Omission{
+				Field:  keyMac,
+				Reason: fmt.Sprintf("interfaces[%d] has no name, and \"mac\" needs \"interface\" (spec §5.3.4)", sandbox),
+			})
+		default:
+			st.Mac = intf.Mac
 		}
-		if st.MTU < 0 {
-			return NetworkStatus{}, nil, fmt.Errorf("network %q: interfaces[%d].mtu: %d is negative", networkKey, sandbox, st.MTU)
+		if intf.Mtu < 0 {
+			omitted = append(omitted, Omission{
+				Field:  keyMTU,
+				Reason: fmt.Sprintf("interfaces[%d].mtu %d is negative, and \"mtu\" is a uint (spec §5.3.5)", sandbox, intf.Mtu),
+			})
+		} else {
+			st.MTU = intf.Mtu
 		}
 		ips = sandboxIPs(res.IPs, sandbox)
 		if st.DeviceInfo == nil && devinfo.IsPCIAddress(intf.PciID) {
@@ -151,7 +174,6 @@ func FromResultWithOmissions(result types.Result, networkKey, ifName string, opt
 		st.IPs = append(st.IPs, ipc.Address.IP.String())
 	}
 
-	var omitted []Omission
 	if d := res.DNS; len(d.Nameservers) > 0 || d.Domain != "" || len(d.Search) > 0 {
 		st.DNS = &DNS{Domain: d.Domain}
 		for i, ns := range d.Nameservers {

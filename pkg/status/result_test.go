@@ -262,7 +262,6 @@ func TestFromResultErrors(t *testing.T) {
 		{"§5.3.8 device-info not a map", good, "ns/n", Options{DeviceInfo: json.RawMessage(`["pci"]`)}, "device-info: want a JSON map, got a list"},
 		{"§5.3.8 device-info malformed", good, "ns/n", Options{DeviceInfo: json.RawMessage(`{"type":`)}, "device-info: malformed"},
 		{"unknown result version", &types040.Result{CNIVersion: "9.9.9"}, "ns/n", Options{}, `converting CNI result version "9.9.9"`},
-		{"§5.3.4 bad mac in result", &current.Result{CNIVersion: "1.1.0", Interfaces: []*current.Interface{{Name: "n", Mac: "zz", Sandbox: "/x"}}}, "ns/n", Options{}, `interfaces[0].mac: "zz"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -329,5 +328,75 @@ func TestFromResultDropsNonIPNameserver(t *testing.T) {
 	none := &current.Result{CNIVersion: "1.1.0", DNS: types.DNS{Nameservers: []string{"ns1.example.com"}}}
 	if got, omitted, err = FromResultWithOmissions(none, "ns/n", "net1", Options{}); err != nil || len(omitted) != 1 || got.DNS != nil {
 		t.Errorf("nothing usable in dns: got %#v, omitted %q, err %v; want no dns", got.DNS, omitted, err)
+	}
+}
+
+// A sandbox interface's "mac" that is not a hardware address or belongs to
+// an interface without a name (§5.3.4), or a negative "mtu" (§5.3.5), is
+// left out and reported as an Omission: optional values, not a failed ADD.
+// The rest of the entry is kept and encodes.
+func TestFromResultOmitsUnusableMacAndMTU(t *testing.T) {
+	tests := []struct {
+		name   string
+		result string
+		want   NetworkStatus
+		omit   []Omission // Reason is matched by substring
+	}{
+		{
+			name: "§5.3.4 mac not a hardware address",
+			result: `{"cniVersion":"1.1.0","interfaces":[{"name":"veth0","mac":"zz"},{"name":"net1","mac":"zz:00","mtu":1400,"sandbox":"/p"}],
+				"ips":[{"interface":1,"address":"10.1.0.2/24"}]}`,
+			want: NetworkStatus{Name: "ns/net", Interface: "net1", MTU: 1400, IPs: []string{"10.1.0.2"}},
+			omit: []Omission{{Field: "mac", Reason: `interfaces[1].mac "zz:00" is not a hardware address (spec §5.3.4)`}},
+		},
+		{
+			name:   "§5.3.4 mac of an interface without a name",
+			result: `{"cniVersion":"1.0.0","interfaces":[{"mac":"02:00:00:00:00:01","sandbox":"/p"}]}`,
+			want:   NetworkStatus{Name: "ns/net"},
+			omit:   []Omission{{Field: "mac", Reason: `interfaces[0] has no name, and "mac" needs "interface" (spec §5.3.4)`}},
+		},
+		{
+			name:   "§5.3.5 negative mtu",
+			result: `{"cniVersion":"1.0.0","interfaces":[{"name":"net1","mac":"02:00:00:00:00:01","mtu":-1,"sandbox":"/p"}]}`,
+			want:   NetworkStatus{Name: "ns/net", Interface: "net1", Mac: "02:00:00:00:00:01"},
+			omit:   []Omission{{Field: "mtu", Reason: `interfaces[0].mtu -1 is negative, and "mtu" is a uint (spec §5.3.5)`}},
+		},
+		{
+			name: "§5.3.4 §5.3.5 §5.3.7.1 all three, in result order",
+			result: `{"cniVersion":"1.1.0","interfaces":[{"name":"net1","mac":"02-00","mtu":-9000,"sandbox":"/p"}],
+				"dns":{"nameservers":["dns.example.com","10.0.0.53"]}}`,
+			want: NetworkStatus{Name: "ns/net", Interface: "net1", DNS: &DNS{Nameservers: []string{"10.0.0.53"}}},
+			omit: []Omission{
+				{Field: "mac", Reason: `"02-00" is not a hardware address`},
+				{Field: "mtu", Reason: "-9000 is negative"},
+				{Field: "dns.nameservers[0]", Reason: `"dns.example.com" is not an IP address`},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := parseResult(t, tt.result)
+			got, omitted, err := FromResultWithOmissions(r, "ns/net", "net1", Options{})
+			if err != nil {
+				t.Fatalf("FromResultWithOmissions: %v; want the entry without the value", err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got\n%#v\nwant\n%#v", got, tt.want)
+			}
+			if len(omitted) != len(tt.omit) {
+				t.Fatalf("omitted = %q, want %q", omitted, tt.omit)
+			}
+			for i, o := range omitted {
+				if o.Field != tt.omit[i].Field || !strings.Contains(o.Reason, tt.omit[i].Reason) {
+					t.Errorf("omitted[%d] = %q, want %q", i, o, tt.omit[i])
+				}
+			}
+			if _, err := Encode([]NetworkStatus{got}); err != nil {
+				t.Errorf("the entry does not encode: %v", err)
+			}
+			if plain, err := FromResult(r, "ns/net", "net1", Options{}); err != nil || !reflect.DeepEqual(plain, tt.want) {
+				t.Errorf("FromResult = %#v, %v; want the same entry", plain, err)
+			}
+		})
 	}
 }
