@@ -25,7 +25,7 @@ build: ## build every cmd/... into _output/bin
 	@if [[ -d cmd ]]; then $(GO) build -o $(OUT)/bin/ ./cmd/...; ls $(OUT)/bin; else echo "no cmd/ yet"; fi
 
 .PHONY: generate
-generate: ## regenerate deepcopy code and CRDs (hack/update-codegen.sh)
+generate: ## regenerate deepcopy code, CRDs and the typed client in pkg/client (hack/update-codegen.sh)
 	@if [[ -x hack/update-codegen.sh ]]; then hack/update-codegen.sh; else echo "hack/update-codegen.sh not present; nothing to generate"; fi
 
 .PHONY: verify

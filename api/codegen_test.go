@@ -26,8 +26,8 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// The committed deepcopy code and CRDs are what hack/update-codegen.sh
-// generates from the types (hack/verify-codegen.sh).
+// The committed deepcopy code, CRDs and typed client (pkg/client) are what
+// hack/update-codegen.sh generates from the types (hack/verify-codegen.sh).
 func TestGeneratedFilesAreCurrent(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("go is not on PATH: cannot run controller-gen (go tool controller-gen)")

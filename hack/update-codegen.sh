@@ -3,27 +3,42 @@
 #   - api/**/zz_generated.deepcopy.go   (controller-gen "object")
 #   - deploy/crds/k8s.cni.cncf.io_*.yaml (controller-gen "crd", one file per CRD)
 #   - deploy/crds/kustomization.yaml     (lists the CRD files)
+#   - pkg/client/clientset/versioned     (client-gen: typed clientset and its fake)
+#   - pkg/client/listers                 (lister-gen)
+#   - pkg/client/informers/externalversions (informer-gen: shared informer factory)
+#
+# The client, lister and informer code is generated for the types tagged
+# +genclient in the API packages listed in client_apis below.
 #
 # Usage: hack/update-codegen.sh [ROOT]
 #   ROOT is the module root to generate in (default: this repository). It must
 #   hold go.mod, go.sum, api/ and hack/boilerplate.go.txt; hack/verify-codegen.sh
-#   passes a scratch copy. controller-gen is the tool pinned in go.mod
-#   ("go tool controller-gen").
+#   passes a scratch copy. The generators are the tools pinned in go.mod
+#   ("go tool controller-gen", "go tool client-gen", "go tool lister-gen",
+#   "go tool informer-gen"), built from the module cache.
 set -euo pipefail
 
 root="${1:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
 cd "$root"
+export GOWORK=off
 
+module="$(go list -m)"
+boilerplate=hack/boilerplate.go.txt
 crd_dir=deploy/crds
+client_dir=pkg/client
+# Group/version directories under api/ whose +genclient types get a client.
+client_apis=(k8s.cni.cncf.io/v1 k8s.cni.cncf.io/v1alpha1)
+
 mkdir -p "$crd_dir"
 
 # Remove what we generate, so that a type or group that was deleted does not
 # leave a stale file behind.
 find api -name zz_generated.deepcopy.go -delete
 rm -f "$crd_dir"/k8s.cni.cncf.io_*.yaml "$crd_dir/kustomization.yaml"
+rm -rf "$client_dir/clientset" "$client_dir/listers" "$client_dir/informers"
 
-GOWORK=off go tool controller-gen \
-	object:headerFile=hack/boilerplate.go.txt \
+go tool controller-gen \
+	object:headerFile="$boilerplate" \
 	crd:crdVersions=v1 \
 	paths=./api/... \
 	output:crd:artifacts:config="$crd_dir"
@@ -37,3 +52,32 @@ GOWORK=off go tool controller-gen \
 		echo "- $(basename "$f")"
 	done
 } >"$crd_dir/kustomization.yaml"
+
+client_inputs=()
+api_pkgs=()
+for gv in "${client_apis[@]}"; do
+	client_inputs+=(--input "$gv")
+	api_pkgs+=("$module/api/$gv")
+done
+
+go tool client-gen \
+	--go-header-file "$boilerplate" \
+	--output-dir "$client_dir/clientset" \
+	--output-pkg "$module/$client_dir/clientset" \
+	--clientset-name versioned \
+	--input-base "$module/api" \
+	"${client_inputs[@]}"
+
+go tool lister-gen \
+	--go-header-file "$boilerplate" \
+	--output-dir "$client_dir/listers" \
+	--output-pkg "$module/$client_dir/listers" \
+	"${api_pkgs[@]}"
+
+go tool informer-gen \
+	--go-header-file "$boilerplate" \
+	--output-dir "$client_dir/informers" \
+	--output-pkg "$module/$client_dir/informers" \
+	--versioned-clientset-package "$module/$client_dir/clientset/versioned" \
+	--listers-package "$module/$client_dir/listers" \
+	"${api_pkgs[@]}"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Checks that the generated deepcopy code and CRD manifests match the API types:
+# Checks that the generated deepcopy code, CRD manifests and typed client
+# (clientset, listers, informers in pkg/client) match the API types:
 # regenerates them (hack/update-codegen.sh) in a scratch copy of the module and
 # diffs the copy against the repository. Exit 0 when up to date; exit 1 and
 # print the diff when stale (fix: run hack/update-codegen.sh and commit).
@@ -17,7 +18,7 @@ cp "$repo/hack/boilerplate.go.txt" "$repo/hack/update-codegen.sh" "$tmp/hack/"
 bash "$tmp/hack/update-codegen.sh" "$tmp"
 
 status=0
-for d in api deploy/crds; do
+for d in api deploy/crds pkg/client/clientset pkg/client/listers pkg/client/informers; do
 	if ! diff -ruN "$repo/$d" "$tmp/$d" >"$tmp/diff.txt"; then
 		# Show paths relative to the repository.
 		sed -e "s|$repo/||g" -e "s|$tmp/|regenerated/|g" "$tmp/diff.txt"

@@ -8,4 +8,5 @@
 //
 // +kubebuilder:object:generate=true
 // +groupName=k8s.cni.cncf.io
+// +groupGoName=K8sCniCncfIo
 package v1

@@ -14,6 +14,8 @@ import (
 // which a CNI delegating plugin resolves from the CNI config files on disk
 // (§3.4.1).
 //
+// +genclient
+// +resourceName=network-attachment-definitions
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:path=network-attachment-definitions,singular=network-attachment-definition,shortName=net-attach-def,scope=Namespaced
 type NetworkAttachmentDefinition struct {

@@ -18,6 +18,7 @@ import (
 // claim to its owner (§8.3.2); the owner's controller protects the claim with
 // a finalizer while a pod of the owner runs.
 //
+// +genclient
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:path=ipamclaims,singular=ipamclaim,scope=Namespaced
 // +kubebuilder:subresource:status
