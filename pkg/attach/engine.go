@@ -41,7 +41,7 @@ type Pods interface {
 }
 
 // NADs reads NetworkAttachmentDefinitions within ctx (multinetd's
-// apiclient.NADLookup: the informer's cache once it has synced, one live GET
+// nadlookup.Lookup: the informer's cache once it has synced, one live GET
 // when the cache does not have the NAD). Get returns an error for which
 // apierrors.IsNotFound is true when the object does not exist; any other
 // error (the cache not synced in time, the API server failing) makes ADD

@@ -10,28 +10,25 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
 	"github.com/multinet/multinet/internal/cnitest"
-	"github.com/multinet/multinet/pkg/apiclient"
+	nadlisters "github.com/multinet/multinet/pkg/client/listers/k8s.cni.cncf.io/v1"
 	"github.com/multinet/multinet/pkg/cniserver/api"
+	"github.com/multinet/multinet/pkg/nadlookup"
 )
 
-// cacheOf is a fakeNADs read as an informer's cache (no context).
-type cacheOf struct{ f *fakeNADs }
-
-func (c cacheOf) Get(namespace, name string) (*nadv1.NetworkAttachmentDefinition, error) {
-	return c.f.Get(context.Background(), namespace, name)
-}
-
 // lagEnv is an env whose engine reads NADs as multinetd does
-// (apiclient.NADLookup) from an informer cache that lags behind the API
-// server: cache and api are separate stores, synced is the informer's
-// HasSynced.
+// (nadlookup.Lookup) from an informer cache that lags behind the API
+// server: cached (the informer's indexer, read through the generated
+// lister) and api are separate stores, synced is the informer's HasSynced.
 type lagEnv struct {
 	*env
-	cache, api *fakeNADs
-	synced     atomic.Bool
+	cached cache.Indexer
+	api    *fakeNADs
+	synced atomic.Bool
 	// apiErr, when set, is every live GET's answer (the API server fails).
 	apiErr error
 
@@ -42,13 +39,13 @@ type lagEnv struct {
 
 func newLagEnv(t *testing.T, syncWait time.Duration) *lagEnv {
 	l := &lagEnv{
-		cache: &fakeNADs{nads: map[string]*nadv1.NetworkAttachmentDefinition{}},
-		api:   &fakeNADs{nads: map[string]*nadv1.NetworkAttachmentDefinition{}},
-		live:  map[string]int{},
+		cached: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
+		api:    &fakeNADs{nads: map[string]*nadv1.NetworkAttachmentDefinition{}},
+		live:   map[string]int{},
 	}
 	l.env = newEnv(t, func(o *Options) {
-		o.NADs = &apiclient.NADLookup{
-			Cache: cacheOf{l.cache}, Live: l.liveGet,
+		o.NADs = &nadlookup.Lookup{
+			Cache: nadlisters.NewNetworkAttachmentDefinitionLister(l.cached), Live: l.liveGet,
 			Synced: l.synced.Load, SyncWait: syncWait,
 			OnLive: func(r string) { l.mu.Lock(); l.live[r]++; l.mu.Unlock() },
 			OnSyncWait: func(_ time.Duration, synced bool) {
@@ -59,6 +56,17 @@ func newLagEnv(t *testing.T, syncWait time.Duration) *lagEnv {
 		}
 	})
 	return l
+}
+
+// cachePut delivers NAD namespace/name to the informer's cache.
+func (l *lagEnv) cachePut(t *testing.T, namespace, name, config string) {
+	t.Helper()
+	if err := l.cached.Add(&nadv1.NetworkAttachmentDefinition{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec:       nadv1.NetworkAttachmentDefinitionSpec{Config: config},
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // liveGet is the API server's GET.
@@ -100,14 +108,14 @@ func TestAddNADCacheMissReadsAPI(t *testing.T) {
 	l.api.put(podNS, "fresh", l.bridgeConf("fresh", ""), nil)
 	cached := l.bridgeConf("cached", "")
 	l.api.put(podNS, "cached", cached, nil)
-	l.cache.put(podNS, "cached", cached, nil)
+	l.cachePut(t, podNS, "cached", cached)
 
 	id := "ctr-" + cnitest.UniqueName("")
 	if te, err := l.addErr(t, context.Background(), id, "fresh,cached"); err != nil {
 		t.Fatalf("ADD with the NAD only in the API server: %v (code %d)", err, te.Code)
 	}
 	l.wantLinks("eth0", "net1", "net2")
-	if got := l.liveGETs(apiclient.LiveFound); got != 1 {
+	if got := l.liveGETs(nadlookup.LiveFound); got != 1 {
 		t.Errorf("live GETs found = %d, want 1 (for ns1/fresh only)", got)
 	}
 	l.mu.Lock()
@@ -138,7 +146,7 @@ func TestAddWaitsForNADSync(t *testing.T) {
 	case <-time.After(300 * time.Millisecond):
 	}
 	// The informer's first list arrives.
-	l.cache.put(podNS, "net-a", conf, nil)
+	l.cachePut(t, podNS, "net-a", conf)
 	l.synced.Store(true)
 	select {
 	case err := <-done:
@@ -149,7 +157,7 @@ func TestAddWaitsForNADSync(t *testing.T) {
 		t.Fatal("ADD did not return after the informer synced")
 	}
 	l.wantLinks("eth0", "net1")
-	if n := l.liveGETs(apiclient.LiveFound) + l.liveGETs(apiclient.LiveNotFound) + l.liveGETs(apiclient.LiveError); n != 0 {
+	if n := l.liveGETs(nadlookup.LiveFound) + l.liveGETs(nadlookup.LiveNotFound) + l.liveGETs(nadlookup.LiveError); n != 0 {
 		t.Errorf("%d live GETs, want none (the synced cache has the NAD)", n)
 	}
 	l.mu.Lock()
@@ -208,7 +216,7 @@ func TestAddNADNotFound(t *testing.T) {
 	if te.Code != types.ErrInvalidNetworkConfig || !strings.Contains(te.Msg, "NetworkAttachmentDefinition ns1/gone not found") {
 		t.Errorf("ADD error code %d %q, want 7 with \"NetworkAttachmentDefinition ns1/gone not found\"", te.Code, te.Msg)
 	}
-	if got := l.liveGETs(apiclient.LiveNotFound); got != 1 {
+	if got := l.liveGETs(nadlookup.LiveNotFound); got != 1 {
 		t.Errorf("live GETs not_found = %d, want 1", got)
 	}
 
@@ -217,7 +225,7 @@ func TestAddNADNotFound(t *testing.T) {
 	if err == nil || te.Code != types.ErrTryAgainLater || !strings.Contains(te.Msg, "ns1/net-x") || !strings.Contains(te.Msg, "etcd is down") {
 		t.Errorf("ADD with the API server failing: %v, want CNI error 11 naming ns1/net-x and the cause", err)
 	}
-	if got := l.liveGETs(apiclient.LiveError); got != 1 {
+	if got := l.liveGETs(nadlookup.LiveError); got != 1 {
 		t.Errorf("live GETs error = %d, want 1", got)
 	}
 }

@@ -283,7 +283,7 @@ func (e *Engine) resolveNAD(ctx context.Context, namespace, name string) (*libcn
 
 // lookupError is a NAD lookup that failed for a reason a retry may cure:
 // the informer's cache not synced in time, the API server failing. Its
-// message names the NAD (apiclient.NADLookup).
+// message names the NAD (nadlookup.Lookup).
 type lookupError struct{ err error }
 
 func (e lookupError) Error() string { return e.err.Error() }

@@ -11,7 +11,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
-	"github.com/multinet/multinet/pkg/apiclient"
+	nadclient "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/k8s.cni.cncf.io/v1"
 )
 
 // ExitFailed is the exit status of get and explain when they cannot do their
@@ -28,7 +28,9 @@ type clusterClients struct {
 	// Core is the core/v1 client only: the full clientset would add every
 	// API group's client to the binary.
 	Core corev1client.CoreV1Interface
-	NADs apiclient.Interface
+	// NADs is the generated k8s.cni.cncf.io/v1 client, for the same reason
+	// not the whole generated clientset.
+	NADs nadclient.NetworkAttachmentDefinitionsGetter
 	// Namespace is -n, else the kubeconfig context's namespace, else "default".
 	Namespace string
 	// Timeout bounds each API call.
@@ -64,7 +66,7 @@ func addClusterFlags(cmd *cobra.Command) clientsFunc {
 		if err != nil {
 			return nil, fmt.Errorf("kubernetes client: %w", err)
 		}
-		nads, err := apiclient.NewForConfig(config)
+		nads, err := nadclient.NewForConfig(config)
 		if err != nil {
 			return nil, fmt.Errorf("NetworkAttachmentDefinition client: %w", err)
 		}

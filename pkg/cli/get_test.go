@@ -18,25 +18,24 @@ import (
 	"sigs.k8s.io/yaml"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
-	"github.com/multinet/multinet/pkg/apiclient"
+	nadclient "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/k8s.cni.cncf.io/v1"
 )
 
 // fakeNADs serves NetworkAttachmentDefinition Get from a map; the other
-// methods of the interfaces are not implemented (nil embedded interfaces).
+// methods of the generated client's interface are not implemented (a nil
+// embedded interface).
 type fakeNADs struct {
 	nads map[string]*nadv1.NetworkAttachmentDefinition
 	// noDeadline counts the calls made without a context deadline.
 	noDeadline int
 }
 
-func (f *fakeNADs) NetworkAttachmentDefinitions(ns string) apiclient.NetworkAttachmentDefinitionInterface {
+func (f *fakeNADs) NetworkAttachmentDefinitions(ns string) nadclient.NetworkAttachmentDefinitionInterface {
 	return fakeNADClient{f: f, ns: ns}
 }
 
-func (f *fakeNADs) IPAMClaims(string) apiclient.IPAMClaimInterface { return nil }
-
 type fakeNADClient struct {
-	apiclient.NetworkAttachmentDefinitionInterface
+	nadclient.NetworkAttachmentDefinitionInterface
 	f  *fakeNADs
 	ns string
 }

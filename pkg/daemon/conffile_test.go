@@ -16,7 +16,6 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 
-	"github.com/multinet/multinet/pkg/apiclient"
 	"github.com/multinet/multinet/pkg/netconf"
 )
 
@@ -115,7 +114,7 @@ func newConfEnv(t *testing.T) *confEnv {
 		path:           filepath.Join(dir, ownFile),
 		socketPath:     "/run/multinet/d.sock",
 		shimTimeout:    time.Minute,
-		defaultNetwork: defaultNetworkFunc(cfg, onDisk, apiclient.NetworkAttachmentDefinitionLister{}, netconf.NewResolver(onDisk, 0)),
+		defaultNetwork: defaultNetworkFunc(cfg, onDisk, nil, netconf.NewResolver(onDisk, 0)),
 		ready: func() error {
 			if !e.ready.Load() {
 				return errors.New("informers not synced")

@@ -21,11 +21,16 @@ import (
 	"k8s.io/klog/v2"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
-	"github.com/multinet/multinet/pkg/apiclient"
 	"github.com/multinet/multinet/pkg/attach"
+	"github.com/multinet/multinet/pkg/client/clientset/versioned"
+	nadclient "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/k8s.cni.cncf.io/v1"
+	nadinformers "github.com/multinet/multinet/pkg/client/informers/externalversions"
+	nadinformersv1 "github.com/multinet/multinet/pkg/client/informers/externalversions/k8s.cni.cncf.io/v1"
+	nadlisters "github.com/multinet/multinet/pkg/client/listers/k8s.cni.cncf.io/v1"
 	"github.com/multinet/multinet/pkg/cniserver"
 	"github.com/multinet/multinet/pkg/devinfo"
 	"github.com/multinet/multinet/pkg/kube"
+	"github.com/multinet/multinet/pkg/nadlookup"
 	"github.com/multinet/multinet/pkg/netconf"
 	"github.com/multinet/multinet/pkg/nodeexec"
 	"github.com/multinet/multinet/pkg/podresources"
@@ -58,7 +63,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
-	nadClient, err := apiclient.NewForConfig(restConfig)
+	nadClient, err := versioned.NewForConfig(restConfig)
 	if err != nil {
 		return fmt.Errorf("NetworkAttachmentDefinition client: %w", err)
 	}
@@ -67,8 +72,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	nadInformer := apiclient.NewNetworkAttachmentDefinitionInformer(nadClient, "", 0, nil)
-	nads := apiclient.NewNetworkAttachmentDefinitionLister(nadInformer.GetIndexer())
+	// The NAD informer of all namespaces, without resync, is the only
+	// informer of nadInformers.
+	nadInformers := nadinformers.NewSharedInformerFactory(nadClient, 0)
+	nadInformer := nadInformers.K8sCniCncfIo().V1().NetworkAttachmentDefinitions()
+	nads := nadInformer.Lister()
 
 	store, err := state.NewStore(filepath.Join(cfg.StateDir, "records"))
 	if err != nil {
@@ -89,7 +97,7 @@ func Run(ctx context.Context, cfg Config) error {
 		default:
 		}
 	}
-	if _, err := nadInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := nadInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { poke() },
 		UpdateFunc: func(any, any) { poke() },
 		DeleteFunc: func(obj any) {
@@ -148,7 +156,7 @@ func Run(ctx context.Context, cfg Config) error {
 		DefaultNetwork:  defaultNetwork,
 		AuxiliaryChain:  auxiliaryChainFunc(cfg),
 		Pods:            pods,
-		NADs:            nadLookup(nadClient, nadInformer, cfg.NADSyncWait.Duration, m),
+		NADs:            nadLookup(nadClient.K8sCniCncfIoV1(), nadInformer, cfg.NADSyncWait.Duration, m),
 		Resolver:        resolver,
 		Isolation:       selection.IsolationPolicy{Enabled: cfg.NamespaceIsolation, GlobalNamespaces: cfg.GlobalNamespaces},
 		Status:          kube.NewStatusPatcher(client),
@@ -213,7 +221,7 @@ func Run(ctx context.Context, cfg Config) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go pods.Run(runCtx)
-	go nadInformer.RunWithContext(runCtx)
+	nadInformers.StartWithContext(runCtx)
 	// network-status PATCHes that failed (API server unreachable during an
 	// ADD), also those of the records a previous multinetd left pending, are
 	// retried until they land or the pod is gone (attach/netstatus.go).
@@ -225,7 +233,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}()
 	go func() {
-		if cache.WaitForCacheSync(runCtx.Done(), pods.HasSynced, nadInformer.HasSynced) {
+		if cache.WaitForCacheSync(runCtx.Done(), pods.HasSynced, nadInformer.Informer().HasSynced) {
 			synced.Store(true)
 			log.Info("informers synced")
 			poke()
@@ -292,11 +300,11 @@ func Run(ctx context.Context, cfg Config) error {
 // stayed in place), reads the cache, and GETs a NAD the cache does not have
 // (applied together with its pod, its watch event not delivered yet) through
 // client. m counts the GETs and the waits.
-func nadLookup(client apiclient.Interface, inf cache.SharedIndexInformer, wait time.Duration, m *metrics) *apiclient.NADLookup {
-	return &apiclient.NADLookup{
-		Cache:      apiclient.NewNetworkAttachmentDefinitionLister(inf.GetIndexer()),
-		Live:       apiclient.LiveNADs(client),
-		Synced:     inf.HasSynced,
+func nadLookup(client nadclient.NetworkAttachmentDefinitionsGetter, inf nadinformersv1.NetworkAttachmentDefinitionInformer, wait time.Duration, m *metrics) *nadlookup.Lookup {
+	return &nadlookup.Lookup{
+		Cache:      inf.Lister(),
+		Live:       nadlookup.LiveGet(client),
+		Synced:     inf.Informer().HasSynced,
 		SyncWait:   wait,
 		OnLive:     m.NADLiveLookup,
 		OnSyncWait: m.NADSyncWait,
@@ -316,11 +324,11 @@ func auxiliaryChainFunc(cfg Config) attach.AuxiliaryChainFunc {
 }
 
 // defaultNetworkFunc returns how the engine finds the default network (§6).
-func defaultNetworkFunc(cfg Config, dir *netconf.ConfDir, nads apiclient.NetworkAttachmentDefinitionLister, resolver *netconf.Resolver) attach.DefaultNetworkFunc {
+func defaultNetworkFunc(cfg Config, dir *netconf.ConfDir, nads nadlisters.NetworkAttachmentDefinitionLister, resolver *netconf.Resolver) attach.DefaultNetworkFunc {
 	if key := cfg.DefaultNetwork.NAD; key != "" {
 		ns, name, _ := strings.Cut(key, "/")
 		return func() (*libcni.NetworkConfigList, string, error) {
-			nad, err := nads.Get(ns, name)
+			nad, err := nads.NetworkAttachmentDefinitions(ns).Get(name)
 			if err != nil {
 				return nil, key, fmt.Errorf("NetworkAttachmentDefinition %s: %w", key, err)
 			}

@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
-	"github.com/multinet/multinet/pkg/apiclient"
+	nadlisters "github.com/multinet/multinet/pkg/client/listers/k8s.cni.cncf.io/v1"
 	"github.com/multinet/multinet/pkg/netconf"
 )
 
@@ -38,7 +38,7 @@ func TestDefaultNetworkFunc(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	nads := apiclient.NewNetworkAttachmentDefinitionLister(indexer)
+	nads := nadlisters.NewNetworkAttachmentDefinitionLister(indexer)
 
 	tests := []struct {
 		name              string

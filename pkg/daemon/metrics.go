@@ -9,8 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/multinet/multinet/pkg/apiclient"
 	"github.com/multinet/multinet/pkg/attach"
+	"github.com/multinet/multinet/pkg/nadlookup"
 )
 
 // metrics are multinetd's Prometheus metrics, in their own registry.
@@ -89,7 +89,7 @@ func newMetrics() *metrics {
 	m.registry.MustRegister(m.opDuration, m.opTotal, m.queued, m.inFlight, m.delegate, m.delegateEr, m.nadLive, m.nadSync,
 		m.stPending, m.stRetries, m.corrupt,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	for _, r := range []string{apiclient.LiveFound, apiclient.LiveNotFound, apiclient.LiveError} {
+	for _, r := range []string{nadlookup.LiveFound, nadlookup.LiveNotFound, nadlookup.LiveError} {
 		m.nadLive.WithLabelValues(r)
 	}
 	for _, r := range []string{attach.RetryLanded, attach.RetryFailed, attach.RetryWithdrawn} {
@@ -142,11 +142,11 @@ func (m *metrics) DelegateDone(command, plugin string, d time.Duration, err erro
 }
 
 // NADLiveLookup counts one live GET of a NAD the informer cache did not have
-// (apiclient.NADLookup.OnLive).
+// (nadlookup.Lookup.OnLive).
 func (m *metrics) NADLiveLookup(result string) { m.nadLive.WithLabelValues(result).Inc() }
 
 // NADSyncWait observes one wait for the NAD informer's first list
-// (apiclient.NADLookup.OnSyncWait).
+// (nadlookup.Lookup.OnSyncWait).
 func (m *metrics) NADSyncWait(waited time.Duration, synced bool) {
 	result := "synced"
 	if !synced {

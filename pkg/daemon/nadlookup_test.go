@@ -14,15 +14,20 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
-	"github.com/multinet/multinet/pkg/apiclient"
+	"github.com/multinet/multinet/pkg/client/clientset/versioned"
+	nadclient "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/k8s.cni.cncf.io/v1"
+	nadinformers "github.com/multinet/multinet/pkg/client/informers/externalversions"
+	"github.com/multinet/multinet/pkg/nadlookup"
 )
 
 // lagAPI is an API server stand-in whose NAD list (the informer's first)
 // can be held back: List waits until release is closed (nil: answers at
 // once) and returns listed; GET answers from stored, the API server's
 // current objects; the watch never delivers an event (the informer lags).
+// It implements the generated clientset's interface for the NAD client
+// only (the other methods are the nil embedded interface's).
 type lagAPI struct {
-	apiclient.Interface
+	versioned.Interface
 	release <-chan struct{}
 	listed  []nadv1.NetworkAttachmentDefinition
 
@@ -31,8 +36,16 @@ type lagAPI struct {
 	gets   int
 }
 
-func (f *lagAPI) NetworkAttachmentDefinitions(ns string) apiclient.NetworkAttachmentDefinitionInterface {
-	return &lagNADClient{f: f, ns: ns}
+func (f *lagAPI) K8sCniCncfIoV1() nadclient.K8sCniCncfIoV1Interface { return lagGroup{f: f} }
+
+// lagGroup is lagAPI's k8s.cni.cncf.io/v1 client.
+type lagGroup struct {
+	nadclient.K8sCniCncfIoV1Interface
+	f *lagAPI
+}
+
+func (g lagGroup) NetworkAttachmentDefinitions(ns string) nadclient.NetworkAttachmentDefinitionInterface {
+	return &lagNADClient{f: g.f, ns: ns}
 }
 
 // IsWatchListSemanticsUnSupported: the informer lists, then watches.
@@ -45,7 +58,7 @@ func (f *lagAPI) getCount() int {
 }
 
 type lagNADClient struct {
-	apiclient.NetworkAttachmentDefinitionInterface
+	nadclient.NetworkAttachmentDefinitionInterface
 	f  *lagAPI
 	ns string
 }
@@ -82,17 +95,18 @@ func testNAD(ns, name string) *nadv1.NetworkAttachmentDefinition {
 	}
 }
 
-// startLookup starts the NAD informer over api and returns the lookup Run
-// gives the engine (nadLookup), with its metrics.
-func startLookup(t *testing.T, api *lagAPI, wait time.Duration) (*apiclient.NADLookup, cache.SharedIndexInformer, *metrics) {
+// startLookup starts the NAD informer over api, as Run does, and returns
+// the lookup Run gives the engine (nadLookup), with its metrics.
+func startLookup(t *testing.T, api *lagAPI, wait time.Duration) (*nadlookup.Lookup, cache.SharedIndexInformer, *metrics) {
 	t.Helper()
-	inf := apiclient.NewNetworkAttachmentDefinitionInformer(api, "", 0, nil)
+	factory := nadinformers.NewSharedInformerFactory(api, 0)
+	inf := factory.K8sCniCncfIo().V1().NetworkAttachmentDefinitions()
+	informer := inf.Informer() // before Start: the factory starts the informers asked for
 	m := newMetrics()
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { inf.RunWithContext(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return nadLookup(api, inf, wait, m), inf, m
+	factory.StartWithContext(ctx)
+	t.Cleanup(func() { cancel(); factory.Shutdown() })
+	return nadLookup(api.K8sCniCncfIoV1(), inf, wait, m), informer, m
 }
 
 func waitSynced(t *testing.T, inf cache.SharedIndexInformer) {
@@ -185,7 +199,7 @@ func TestNADLookupWaitsForSync(t *testing.T) {
 
 // The wait is bounded: an informer that never syncs gives, after the
 // bound, an error naming the NAD and saying the cache has not synced
-// (apiclient.ErrNotSynced), not "not found"; the request's deadline bounds
+// (nadlookup.ErrNotSynced), not "not found"; the request's deadline bounds
 // it too.
 func TestNADLookupSyncWaitBounded(t *testing.T) {
 	never := make(chan struct{})
@@ -195,7 +209,7 @@ func TestNADLookupSyncWaitBounded(t *testing.T) {
 	start := time.Now()
 	_, err := lookup.Get(context.Background(), "ns1", "net-a")
 	d := time.Since(start)
-	if !errors.Is(err, apiclient.ErrNotSynced) || apierrors.IsNotFound(err) || !strings.Contains(err.Error(), "ns1/net-a") || !strings.Contains(err.Error(), "200ms") {
+	if !errors.Is(err, nadlookup.ErrNotSynced) || apierrors.IsNotFound(err) || !strings.Contains(err.Error(), "ns1/net-a") || !strings.Contains(err.Error(), "200ms") {
 		t.Fatalf("Get = %v, want ErrNotSynced naming ns1/net-a and the 200ms bound", err)
 	}
 	if d < 200*time.Millisecond || d > 10*time.Second {
@@ -210,7 +224,7 @@ func TestNADLookupSyncWaitBounded(t *testing.T) {
 	defer cancel()
 	start = time.Now()
 	_, err = long.Get(ctx, "ns1", "net-a")
-	if !errors.Is(err, apiclient.ErrNotSynced) || !errors.Is(err, context.DeadlineExceeded) {
+	if !errors.Is(err, nadlookup.ErrNotSynced) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Get with a 100ms deadline = %v, want ErrNotSynced and the deadline", err)
 	}
 	if d := time.Since(start); d > 10*time.Second {

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
-	"github.com/multinet/multinet/pkg/apiclient"
+	nadlisters "github.com/multinet/multinet/pkg/client/listers/k8s.cni.cncf.io/v1"
 )
 
 const (
@@ -37,7 +37,7 @@ func nad(ns, name, rn string) *nadv1.NetworkAttachmentDefinition {
 }
 
 // lister returns an informer-style lister holding nads.
-func lister(t testing.TB, nads ...*nadv1.NetworkAttachmentDefinition) apiclient.NetworkAttachmentDefinitionLister {
+func lister(t testing.TB, nads ...*nadv1.NetworkAttachmentDefinition) nadlisters.NetworkAttachmentDefinitionLister {
 	t.Helper()
 	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	for _, n := range nads {
@@ -45,7 +45,7 @@ func lister(t testing.TB, nads ...*nadv1.NetworkAttachmentDefinition) apiclient.
 			t.Fatal(err)
 		}
 	}
-	return apiclient.NewNetworkAttachmentDefinitionLister(idx)
+	return nadlisters.NewNetworkAttachmentDefinitionLister(idx)
 }
 
 // standardNADs: ns1/net-a (resA), ns1/net-a2 (resA), ns1/net-b (resB),

@@ -9,7 +9,7 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/multinet/multinet/pkg/apiclient"
+	"github.com/multinet/multinet/pkg/nadlookup"
 )
 
 // Decision results, the "result" label of the decisions counter.
@@ -55,7 +55,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			return nil, fmt.Errorf("registering webhook metrics: %w", err)
 		}
 	}
-	for _, r := range []string{apiclient.LiveFound, apiclient.LiveNotFound, apiclient.LiveError} {
+	for _, r := range []string{nadlookup.LiveFound, nadlookup.LiveNotFound, nadlookup.LiveError} {
 		m.nadLiveLookups.WithLabelValues(r)
 	}
 	for _, h := range []string{"mutate-pods", "validate-pods", "validate-nads"} {

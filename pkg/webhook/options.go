@@ -10,7 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
-	"github.com/multinet/multinet/pkg/apiclient"
+	nadlisters "github.com/multinet/multinet/pkg/client/listers/k8s.cni.cncf.io/v1"
+	"github.com/multinet/multinet/pkg/nadlookup"
 	"github.com/multinet/multinet/pkg/selection"
 )
 
@@ -43,18 +44,13 @@ const (
 // original proposal (spec 001).
 var DefaultResourceNameAnnotations = []string{nadv1.ResourceNameAnnotation, nadv1.LegacyResourceNameAnnotation}
 
-// NADGetter returns a NetworkAttachmentDefinition from a cache, with a
-// NotFound API error (apierrors.IsNotFound) when it does not exist.
-// apiclient.NetworkAttachmentDefinitionLister implements it. The returned
-// object is the cache's: it is never modified.
-type NADGetter interface {
-	Get(namespace, name string) (*nadv1.NetworkAttachmentDefinition, error)
-}
-
 // Options configure the handlers.
 type Options struct {
-	// NADs is the NetworkAttachmentDefinition cache. Required.
-	NADs NADGetter
+	// NADs is the NetworkAttachmentDefinition cache: the generated lister of
+	// an informer (its Lister()), NotFound (apierrors.IsNotFound) for a NAD
+	// it does not hold. The objects are the cache's: never modified.
+	// Required.
+	NADs nadlisters.NetworkAttachmentDefinitionLister
 	// LiveNAD, when set, reads a NAD that NADs does not have from the API
 	// server before the handlers treat it as missing: a NAD created a
 	// moment before the pod may not have reached this replica's informer
@@ -92,7 +88,7 @@ type Options struct {
 // Webhooks holds the three admission handlers. Safe for concurrent use.
 type Webhooks struct {
 	o    Options
-	nads *apiclient.NADLookup
+	nads *nadlookup.Lookup
 }
 
 // New checks o, fills in defaults and returns the handlers. Errors name the

@@ -50,7 +50,7 @@ import (
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
 	"github.com/multinet/multinet/internal/clusterenv"
-	"github.com/multinet/multinet/pkg/apiclient"
+	"github.com/multinet/multinet/pkg/client/clientset/versioned"
 	"github.com/multinet/multinet/pkg/state"
 	"github.com/multinet/multinet/pkg/status"
 )
@@ -150,7 +150,7 @@ func fatalf(format string, a ...any) {
 type cluster struct {
 	env   map[string]string
 	kube  kubernetes.Interface
-	multi *apiclient.Clientset
+	multi *versioned.Clientset
 }
 
 func connect(path string) (*cluster, error) {
@@ -181,7 +181,7 @@ func connect(path string) (*cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	multi, err := apiclient.NewForConfig(cfg)
+	multi, err := versioned.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -411,7 +411,7 @@ func (s *suite) createNAD(name string, conf any, annotations map[string]string) 
 		return err
 	}
 	return retry(time.Minute, func(ctx context.Context) error {
-		_, err := s.c.multi.NetworkAttachmentDefinitions(s.ns).Create(ctx, &nadv1.NetworkAttachmentDefinition{
+		_, err := s.c.multi.K8sCniCncfIoV1().NetworkAttachmentDefinitions(s.ns).Create(ctx, &nadv1.NetworkAttachmentDefinition{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.ns, Annotations: annotations},
 			Spec:       nadv1.NetworkAttachmentDefinitionSpec{Config: string(b)},
 		}, metav1.CreateOptions{})

@@ -106,7 +106,7 @@ func createNAD(t *testing.T, ns, name string, conf any, annotations map[string]s
 		cfg = string(b)
 	}
 	ctx := testContext(t, 30*time.Second)
-	_, err := testCluster.multi.NetworkAttachmentDefinitions(ns).Create(ctx, &nadv1.NetworkAttachmentDefinition{
+	_, err := testCluster.multi.K8sCniCncfIoV1().NetworkAttachmentDefinitions(ns).Create(ctx, &nadv1.NetworkAttachmentDefinition{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: annotations},
 		Spec:       nadv1.NetworkAttachmentDefinitionSpec{Config: cfg},
 	}, metav1.CreateOptions{})

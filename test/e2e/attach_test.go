@@ -211,7 +211,7 @@ func TestDelWithoutNAD(t *testing.T) {
 		t.Fatalf("want 2 addresses held, got %v", a.allocations(t))
 	}
 	ctx := testContext(t, 30*time.Second)
-	if err := testCluster.multi.NetworkAttachmentDefinitions(ns).Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
+	if err := testCluster.multi.K8sCniCncfIoV1().NetworkAttachmentDefinitions(ns).Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	deletePod(t, ns, "p")

@@ -15,12 +15,13 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
 	"github.com/multinet/multinet/api/k8s.cni.cncf.io/v1alpha1"
-	"github.com/multinet/multinet/pkg/apiclient"
+	nadinformers "github.com/multinet/multinet/pkg/client/informers/externalversions"
 )
 
 // TestCRDsEstablished: the CRDs of deploy/crds are served with the group,
@@ -96,17 +97,19 @@ func crdCondition(crd *apiextensionsv1.CustomResourceDefinition, typ apiextensio
 // before the next is created.
 func TestNetworkAttachmentDefinitionExamples(t *testing.T) {
 	ns := newNamespace(t)
-	cs := testCluster.multi
+	cs := testCluster.multi.K8sCniCncfIoV1()
 
-	inf := apiclient.NewNetworkAttachmentDefinitionInformer(cs, ns, 0, cache.Indexers{})
+	factory := nadinformers.NewSharedInformerFactoryWithOptions(testCluster.multi, 0, nadinformers.WithNamespace(ns))
+	inf := factory.K8sCniCncfIo().V1().NetworkAttachmentDefinitions()
+	informer := inf.Informer() // before Start: the factory starts the informers asked for
 	stop := make(chan struct{})
-	defer close(stop)
-	go inf.Run(stop)
+	defer func() { close(stop); factory.Shutdown() }()
+	factory.Start(stop)
 	syncCtx := testContext(t, 30*time.Second)
-	if !cache.WaitForCacheSync(syncCtx.Done(), inf.HasSynced) {
+	if !cache.WaitForCacheSync(syncCtx.Done(), informer.HasSynced) {
 		t.Fatal("NetworkAttachmentDefinition informer did not sync in 30s")
 	}
-	lister := apiclient.NewNetworkAttachmentDefinitionLister(inf.GetIndexer())
+	lister := inf.Lister().NetworkAttachmentDefinitions(ns)
 
 	tests := []struct {
 		section string
@@ -187,7 +190,7 @@ func TestNetworkAttachmentDefinitionExamples(t *testing.T) {
 
 			// The informer sees this very object (same UID and config).
 			err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-				o, err := lister.Get(ns, tt.name)
+				o, err := lister.Get(tt.name)
 				if err != nil {
 					return false, nil
 				}
@@ -196,7 +199,7 @@ func TestNetworkAttachmentDefinitionExamples(t *testing.T) {
 			if err != nil {
 				t.Fatalf("informer did not see %s/%s (uid %s): %v", ns, tt.name, created.UID, err)
 			}
-			listed, err := lister.List(ns)
+			listed, err := lister.List(labels.Everything())
 			if err != nil || len(listed) != 1 || listed[0].Name != tt.name {
 				t.Errorf("lister.List(%s) = %d objects (%v), want exactly %s", ns, len(listed), err, tt.name)
 			}
@@ -212,7 +215,7 @@ func TestNetworkAttachmentDefinitionExamples(t *testing.T) {
 				t.Errorf("get after delete: err = %v, want NotFound", err)
 			}
 			err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-				_, err := lister.Get(ns, tt.name)
+				_, err := lister.Get(tt.name)
 				return apierrors.IsNotFound(err), nil
 			})
 			if err != nil {
@@ -227,7 +230,7 @@ func TestNetworkAttachmentDefinitionExamples(t *testing.T) {
 // Invalid error naming metadata.name.
 func TestNetworkAttachmentDefinitionNames(t *testing.T) {
 	ns := newNamespace(t)
-	cs := testCluster.multi
+	cs := testCluster.multi.K8sCniCncfIoV1()
 	tests := []struct {
 		name  string
 		valid bool
@@ -287,7 +290,7 @@ func TestNetworkAttachmentDefinitionNames(t *testing.T) {
 func TestIPAMClaimStatusSubresource(t *testing.T) {
 	ns := newNamespace(t)
 	ctx := testContext(t, 60*time.Second)
-	claims := testCluster.multi.IPAMClaims(ns)
+	claims := testCluster.multi.K8sCniCncfIoV1alpha1().IPAMClaims(ns)
 
 	claim := &v1alpha1.IPAMClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "vm-a.tenantblue.net1", Namespace: ns},

@@ -207,7 +207,7 @@ func vhostNetCaps(t *testing.T, ns, name, resourceName string, caps map[string]b
 	t.Helper()
 	tn := bridgeNet(t, ns, name, "1.1.0", caps)
 	ctx := testContext(t, 30*time.Second)
-	nads := testCluster.multi.NetworkAttachmentDefinitions(ns)
+	nads := testCluster.multi.K8sCniCncfIoV1().NetworkAttachmentDefinitions(ns)
 	nad, err := nads.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("get NAD %s/%s: %v", ns, name, err)

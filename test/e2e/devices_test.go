@@ -370,7 +370,7 @@ func TestWebhookRejects(t *testing.T) {
 		})
 	}
 	t.Run("bad-nad-config", func(t *testing.T) {
-		_, err := testCluster.multi.NetworkAttachmentDefinitions(ns).Create(testContext(t, 20*time.Second), &nadv1.NetworkAttachmentDefinition{
+		_, err := testCluster.multi.K8sCniCncfIoV1().NetworkAttachmentDefinitions(ns).Create(testContext(t, 20*time.Second), &nadv1.NetworkAttachmentDefinition{
 			ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: ns},
 			Spec:       nadv1.NetworkAttachmentDefinitionSpec{Config: `{"cniVersion":"1.0.0","name":"bad","plugins":[{"type":"bridge"},{"ipam":{}}]}`},
 		}, metav1.CreateOptions{})

@@ -39,7 +39,7 @@ func TestFailedAddPodIsDeleted(t *testing.T) {
 		}},
 		{name: "NAD deleted", between: func(t *testing.T, ns string, net *testNet, _ string) {
 			ctx := testContext(t, 30*time.Second)
-			if err := testCluster.multi.NetworkAttachmentDefinitions(ns).Delete(ctx, net.Name, metav1.DeleteOptions{}); err != nil {
+			if err := testCluster.multi.K8sCniCncfIoV1().NetworkAttachmentDefinitions(ns).Delete(ctx, net.Name, metav1.DeleteOptions{}); err != nil {
 				t.Fatalf("delete NAD %s/%s: %v", ns, net.Name, err)
 			}
 		}},
@@ -80,7 +80,7 @@ func TestFailedAddPodIsDeleted(t *testing.T) {
 func nadConfig(t *testing.T, ns, name string) string {
 	t.Helper()
 	ctx := testContext(t, 30*time.Second)
-	nad, err := testCluster.multi.NetworkAttachmentDefinitions(ns).Get(ctx, name, metav1.GetOptions{})
+	nad, err := testCluster.multi.K8sCniCncfIoV1().NetworkAttachmentDefinitions(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("get NAD %s/%s: %v", ns, name, err)
 	}
@@ -91,7 +91,7 @@ func nadConfig(t *testing.T, ns, name string) string {
 func setNADConfig(t *testing.T, ns, name, config string) {
 	t.Helper()
 	ctx := testContext(t, 30*time.Second)
-	nads := testCluster.multi.NetworkAttachmentDefinitions(ns)
+	nads := testCluster.multi.K8sCniCncfIoV1().NetworkAttachmentDefinitions(ns)
 	nad, err := nads.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("get NAD %s/%s: %v", ns, name, err)

@@ -25,7 +25,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/multinet/multinet/internal/clusterenv"
-	"github.com/multinet/multinet/pkg/apiclient"
+	"github.com/multinet/multinet/pkg/client/clientset/versioned"
 )
 
 // cluster is what every test needs to reach the cluster.
@@ -33,7 +33,7 @@ type cluster struct {
 	env    map[string]string // the env file, overridden by the process environment
 	config *rest.Config
 	kube   kubernetes.Interface
-	multi  *apiclient.Clientset
+	multi  *versioned.Clientset
 	// deployed: multinet runs as deployed by deploy/overlays/local, not as
 	// host processes (components_test.go).
 	deployed bool
@@ -85,7 +85,7 @@ func connect() (*cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	multi, err := apiclient.NewForConfig(config)
+	multi, err := versioned.NewForConfig(config)
 	if err != nil {
 		return nil, fmt.Errorf("multinet client: %w", err)
 	}

@@ -163,7 +163,7 @@ func deleteNAD(t *testing.T, ns, name string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := testCluster.multi.NetworkAttachmentDefinitions(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	if err := testCluster.multi.K8sCniCncfIoV1().NetworkAttachmentDefinitions(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Errorf("delete NAD %s/%s: %v", ns, name, err)
 	}
 }

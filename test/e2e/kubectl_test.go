@@ -144,7 +144,7 @@ func TestKubectlMultinet(t *testing.T) {
 			deletePod(t, ns, "orphan")
 			assertReleased(t, gone)
 		}()
-		if err := testCluster.multi.NetworkAttachmentDefinitions(ns).Delete(testContext(t, 30*time.Second), "gone", metav1.DeleteOptions{}); err != nil {
+		if err := testCluster.multi.K8sCniCncfIoV1().NetworkAttachmentDefinitions(ns).Delete(testContext(t, 30*time.Second), "gone", metav1.DeleteOptions{}); err != nil {
 			t.Fatalf("delete NAD: %v", err)
 		}
 		code, stdout, stderr := kubectlPlugin(t, plugin, "explain", "orphan", "-n", ns, "-o", "json")
@@ -179,7 +179,7 @@ func TestKubectlMultinet(t *testing.T) {
 // plugins of the NAD's spec.config, and its name.
 func checkConfigMatchesNAD(t *testing.T, ns, name string, config json.RawMessage) {
 	t.Helper()
-	nad, err := testCluster.multi.NetworkAttachmentDefinitions(ns).Get(testContext(t, 30*time.Second), name, metav1.GetOptions{})
+	nad, err := testCluster.multi.K8sCniCncfIoV1().NetworkAttachmentDefinitions(ns).Get(testContext(t, 30*time.Second), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("get NAD %s/%s: %v", ns, name, err)
 	}

@@ -187,7 +187,7 @@ func TestComponentsUseInClusterConfiguration(t *testing.T) {
 	// The API server reaches the webhook through its Service's ClusterIP
 	// (kube-proxy): a NAD whose config is not JSON is denied by it.
 	ns := newNamespace(t)
-	_, err = testCluster.multi.NetworkAttachmentDefinitions(ns).Create(ctx, &nadv1.NetworkAttachmentDefinition{
+	_, err = testCluster.multi.K8sCniCncfIoV1().NetworkAttachmentDefinitions(ns).Create(ctx, &nadv1.NetworkAttachmentDefinition{
 		ObjectMeta: metav1.ObjectMeta{Name: "broken", Namespace: ns},
 		Spec:       nadv1.NetworkAttachmentDefinitionSpec{Config: `{"cniVersion": "1.0.0", "name": `},
 	}, metav1.CreateOptions{})

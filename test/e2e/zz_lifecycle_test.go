@@ -123,7 +123,7 @@ func TestUninstall(t *testing.T) {
 			return err
 		},
 		"CRD network-attachment-definitions": func(ctx context.Context) error {
-			_, err := testCluster.multi.NetworkAttachmentDefinitions(ns).List(ctx, metav1.ListOptions{})
+			_, err := testCluster.multi.K8sCniCncfIoV1().NetworkAttachmentDefinitions(ns).List(ctx, metav1.ListOptions{})
 			return err
 		},
 	}

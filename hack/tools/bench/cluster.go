@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
-	"github.com/multinet/multinet/pkg/apiclient"
+	nadclient "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/k8s.cni.cncf.io/v1"
 )
 
 // benchLabel marks every API object the bench creates.
@@ -32,7 +32,7 @@ const neverLabel = "multinet.io/bench-never-schedule"
 
 type cluster struct {
 	kube  kubernetes.Interface
-	nads  *apiclient.Clientset
+	nads  nadclient.NetworkAttachmentDefinitionsGetter
 	node  string
 	ns    string
 	image string
@@ -49,7 +49,7 @@ func newCluster(kubeconfig, node, ns, image string) (*cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	nc, err := apiclient.NewForConfig(rc)
+	nc, err := nadclient.NewForConfig(rc)
 	if err != nil {
 		return nil, err
 	}

@@ -30,14 +30,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	"github.com/multinet/multinet/pkg/apiclient"
+	"github.com/multinet/multinet/pkg/client/clientset/versioned"
+	nadinformers "github.com/multinet/multinet/pkg/client/informers/externalversions"
+	"github.com/multinet/multinet/pkg/nadlookup"
 	"github.com/multinet/multinet/pkg/webhook"
 	"github.com/multinet/multinet/pkg/webhook/certs"
 	"github.com/multinet/multinet/pkg/webhook/registration"
@@ -49,9 +50,10 @@ type Config struct {
 	// are both set.
 	REST *rest.Config
 	// Kube and NADClient, when set, are used instead of clients built from
-	// REST (tests use fakes).
+	// REST (tests use fakes, such as the generated
+	// pkg/client/clientset/versioned/fake).
 	Kube      kubernetes.Interface
-	NADClient apiclient.Interface
+	NADClient versioned.Interface
 
 	// Host and Port the TLS server listens on ("" = all addresses; port
 	// default 9443).
@@ -175,7 +177,7 @@ func Run(ctx context.Context, c Config) error {
 		}
 	}
 	if nadClient == nil {
-		if nadClient, err = apiclient.NewForConfig(c.REST); err != nil {
+		if nadClient, err = versioned.NewForConfig(c.REST); err != nil {
 			return fmt.Errorf("NetworkAttachmentDefinition client: %w", err)
 		}
 	}
@@ -194,15 +196,17 @@ func Run(ctx context.Context, c Config) error {
 	defer cancel()
 	var draining atomic.Bool
 
-	inf := apiclient.NewNetworkAttachmentDefinitionInformer(nadClient, "", c.InformerResync, nil)
-	if err := inf.SetTransform(cache.TransformFunc(dropManagedFields)); err != nil {
-		return fmt.Errorf("NAD informer: %w", err)
-	}
+	// The NAD informer of all namespaces (dropping managedFields) is the
+	// only informer of nadInformers.
+	nadInformers := nadinformers.NewSharedInformerFactoryWithOptions(nadClient, c.InformerResync,
+		nadinformers.WithTransform(dropManagedFields))
+	nadInformer := nadInformers.K8sCniCncfIo().V1().NetworkAttachmentDefinitions()
+	inf := nadInformer.Informer()
 	hopts := c.Handlers
 	// The informer's cache first; a NAD it has not seen yet (created just
 	// before the pod) is read from the API server before a pod is denied.
-	hopts.NADs = apiclient.NewNetworkAttachmentDefinitionLister(inf.GetIndexer())
-	hopts.LiveNAD = apiclient.LiveNADs(nadClient)
+	hopts.NADs = nadInformer.Lister()
+	hopts.LiveNAD = nadlookup.LiveGet(nadClient.K8sCniCncfIoV1())
 	hopts.Synced = inf.HasSynced
 	hopts.Metrics = metrics
 	hooks, err := webhook.New(hopts)
@@ -260,7 +264,7 @@ func Run(ctx context.Context, c Config) error {
 		certReady = mgr.Ready
 	}
 
-	go inf.RunWithContext(ctx)
+	nadInformers.StartWithContext(ctx)
 
 	srv := crwebhook.NewServer(crwebhook.Options{
 		Host: c.Host,

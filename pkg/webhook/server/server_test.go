@@ -18,18 +18,15 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stypes "k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
 	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
-	"github.com/multinet/multinet/pkg/apiclient"
+	nadfake "github.com/multinet/multinet/pkg/client/clientset/versioned/fake"
 	"github.com/multinet/multinet/pkg/selection"
 	"github.com/multinet/multinet/pkg/webhook"
 	"github.com/multinet/multinet/pkg/webhook/certs"
@@ -41,41 +38,19 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// fakeNADs serves a fixed list of NADs to an informer.
-type fakeNADs struct {
-	apiclient.Interface
-	items []nadv1.NetworkAttachmentDefinition
-}
-
-func (f fakeNADs) NetworkAttachmentDefinitions(string) apiclient.NetworkAttachmentDefinitionInterface {
-	return fakeNADClient{items: f.items}
-}
-
-// IsWatchListSemanticsUnSupported: its watch never streams the initial list,
-// so the informer lists first (as with client-go's fake clientsets).
-func (fakeNADs) IsWatchListSemanticsUnSupported() bool { return true }
-
-type fakeNADClient struct {
-	apiclient.NetworkAttachmentDefinitionInterface
-	items []nadv1.NetworkAttachmentDefinition
-}
-
-func (c fakeNADClient) List(context.Context, metav1.ListOptions) (*nadv1.NetworkAttachmentDefinitionList, error) {
-	return &nadv1.NetworkAttachmentDefinitionList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: c.items}, nil
-}
-
-// Get serves the live lookup of a NAD the informer misses (webhook.Options.LiveNAD).
-func (c fakeNADClient) Get(_ context.Context, name string, _ metav1.GetOptions) (*nadv1.NetworkAttachmentDefinition, error) {
-	for i := range c.items {
-		if c.items[i].Name == name {
-			return &c.items[i], nil
+// nadClient returns the generated fake clientset holding nads, created
+// through its NAD client: the fake's own seeding (NewSimpleClientset(objs))
+// files objects under the guessed plural networkattachmentdefinitions, which
+// the NAD client (network-attachment-definitions) never reads.
+func nadClient(t *testing.T, nads ...*nadv1.NetworkAttachmentDefinition) *nadfake.Clientset {
+	t.Helper()
+	cs := nadfake.NewSimpleClientset()
+	for _, n := range nads {
+		if _, err := cs.K8sCniCncfIoV1().NetworkAttachmentDefinitions(n.Namespace).Create(context.Background(), n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
 		}
 	}
-	return nil, apierrors.NewNotFound(schema.GroupResource{Group: "k8s.cni.cncf.io", Resource: "network-attachment-definitions"}, name)
-}
-
-func (c fakeNADClient) Watch(context.Context, metav1.ListOptions) (watch.Interface, error) {
-	return watch.NewFake(), nil
+	return cs
 }
 
 func freePort(t *testing.T) int {
@@ -165,7 +140,7 @@ func TestRunSelfManagedTLS(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "net-a", Annotations: map[string]string{nadv1.ResourceNameAnnotation: "example.com/net-a"}},
 	}
 	cfg := Config{
-		Kube: kube, NADClient: fakeNADs{items: []nadv1.NetworkAttachmentDefinition{nad}},
+		Kube: kube, NADClient: nadClient(t, &nad),
 		Host: "127.0.0.1", Port: port,
 		Namespace: "multinet-system", SecretName: "multinet-webhook-certs",
 		CertSpec: certs.Spec{CAValidity: 24 * time.Hour, CertValidity: time.Hour, DNSNames: []string{"webhook.example"}},
@@ -310,7 +285,7 @@ func TestRunCertFiles(t *testing.T) {
 	}
 	kube := fake.NewClientset(mwc, vwc)
 	cfg := Config{
-		Kube: kube, NADClient: fakeNADs{},
+		Kube: kube, NADClient: nadClient(t),
 		Host: "127.0.0.1", Port: port, Namespace: "multinet-system",
 		CertFile: filepath.Join(dir, "tls.crt"), KeyFile: filepath.Join(dir, "tls.key"), CAFile: filepath.Join(dir, "ca.crt"),
 		Registration: ropts,
@@ -386,7 +361,7 @@ func TestRunPortInUse(t *testing.T) {
 	defer l.Close()
 	port := l.Addr().(*net.TCPAddr).Port
 	cfg := Config{
-		Kube: fake.NewClientset(), NADClient: fakeNADs{}, Host: "127.0.0.1", Port: port, Namespace: "ns", SecretName: "s",
+		Kube: fake.NewClientset(), NADClient: nadClient(t), Host: "127.0.0.1", Port: port, Namespace: "ns", SecretName: "s",
 		CertSpec:     certs.Spec{CAValidity: time.Hour, CertValidity: time.Hour},
 		Registration: registration.Options{MutatingName: "m", ValidatingName: "v", URL: fmt.Sprintf("https://127.0.0.1:%d", port)},
 	}

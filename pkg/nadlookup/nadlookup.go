@@ -1,4 +1,4 @@
-package apiclient
+package nadlookup
 
 import (
 	"context"
@@ -10,28 +10,24 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
+	nadclient "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/k8s.cni.cncf.io/v1"
+	nadlisters "github.com/multinet/multinet/pkg/client/listers/k8s.cni.cncf.io/v1"
 )
 
-// NADCache reads NetworkAttachmentDefinitions from an informer's cache
-// (NetworkAttachmentDefinitionLister implements it): a NotFound API error
-// (apierrors.IsNotFound) when the cache does not hold the object.
-type NADCache interface {
-	Get(namespace, name string) (*nadv1.NetworkAttachmentDefinition, error)
-}
-
-// LiveNADFunc reads one NetworkAttachmentDefinition from the API server (a
+// LiveFunc reads one NetworkAttachmentDefinition from the API server (a
 // quorum read). Errors: the API server's (*apierrors.StatusError; NotFound
 // when it does not exist) or the context's.
-type LiveNADFunc func(ctx context.Context, namespace, name string) (*nadv1.NetworkAttachmentDefinition, error)
+type LiveFunc func(ctx context.Context, namespace, name string) (*nadv1.NetworkAttachmentDefinition, error)
 
-// LiveNADs returns the LiveNADFunc that GETs through cs.
-func LiveNADs(cs Interface) LiveNADFunc {
+// LiveGet returns the LiveFunc that GETs through c (a generated clientset's
+// K8sCniCncfIoV1()).
+func LiveGet(c nadclient.NetworkAttachmentDefinitionsGetter) LiveFunc {
 	return func(ctx context.Context, namespace, name string) (*nadv1.NetworkAttachmentDefinition, error) {
-		return cs.NetworkAttachmentDefinitions(namespace).Get(ctx, name, metav1.GetOptions{})
+		return c.NetworkAttachmentDefinitions(namespace).Get(ctx, name, metav1.GetOptions{})
 	}
 }
 
-// Results of a live lookup (NADLookup.OnLive), the "result" label of the
+// Results of a live lookup (Lookup.OnLive), the "result" label of the
 // live-lookup counters of multinetd and the webhook.
 const (
 	LiveFound    = "found"     // the cache lagged behind the API server
@@ -40,25 +36,27 @@ const (
 )
 
 // ErrNotSynced: the informer had not delivered its first full list within
-// NADLookup.SyncWait or the caller's context; its cache cannot tell a
-// missing NAD from one it has not received yet.
+// Lookup.SyncWait or the caller's context; its cache cannot tell a missing
+// NAD from one it has not received yet.
 var ErrNotSynced = errors.New("informer cache not synced")
 
-// syncPoll is how often NADLookup checks Synced while it waits.
+// syncPoll is how often Lookup checks Synced while it waits.
 const syncPoll = 20 * time.Millisecond
 
-// NADLookup reads NetworkAttachmentDefinitions for a request that must not
-// act on a cache lagging behind the API server: it waits (bounded) for the
+// Lookup reads NetworkAttachmentDefinitions for a request that must not act
+// on a cache lagging behind the API server: it waits (bounded) for the
 // informer's first full list, reads the cache, and reads the API server
 // once when the cache does not have the NAD (created a moment before the
 // request; its watch event not delivered yet). Cache is required; set the
 // fields before the first Get. Safe for concurrent use.
-type NADLookup struct {
-	// Cache is the informer's cache (a lister).
-	Cache NADCache
+type Lookup struct {
+	// Cache is the informer's cache: the generated lister of a
+	// NetworkAttachmentDefinition informer (its Lister()), or one over an
+	// indexer (nadlisters.NewNetworkAttachmentDefinitionLister).
+	Cache nadlisters.NetworkAttachmentDefinitionLister
 	// Live reads a NAD the cache does not have from the API server; nil
 	// trusts the cache's NotFound.
-	Live LiveNADFunc
+	Live LiveFunc
 	// LiveTimeout bounds each Live call besides the caller's context; 0:
 	// the context alone.
 	LiveTimeout time.Duration
@@ -84,11 +82,11 @@ type NADLookup struct {
 // ErrNotSynced, naming the NAD, when the cache did not sync within SyncWait
 // or ctx (wrapping ctx's error then); a live GET's other errors wrapped,
 // naming the NAD; the cache's errors other than NotFound as they are.
-func (l *NADLookup) Get(ctx context.Context, namespace, name string) (*nadv1.NetworkAttachmentDefinition, error) {
+func (l *Lookup) Get(ctx context.Context, namespace, name string) (*nadv1.NetworkAttachmentDefinition, error) {
 	if err := l.waitSynced(ctx); err != nil {
 		return nil, fmt.Errorf("NetworkAttachmentDefinition %s/%s: %w", namespace, name, err)
 	}
-	nad, err := l.Cache.Get(namespace, name)
+	nad, err := l.Cache.NetworkAttachmentDefinitions(namespace).Get(name)
 	if err == nil || !apierrors.IsNotFound(err) || l.Live == nil {
 		return nad, err
 	}
@@ -113,7 +111,7 @@ func (l *NADLookup) Get(ctx context.Context, namespace, name string) (*nadv1.Net
 
 // waitSynced returns once Synced reports true, or ErrNotSynced after
 // SyncWait or when ctx ends.
-func (l *NADLookup) waitSynced(ctx context.Context) error {
+func (l *Lookup) waitSynced(ctx context.Context) error {
 	if l.Synced == nil || l.Synced() {
 		return nil
 	}
@@ -147,13 +145,13 @@ func (l *NADLookup) waitSynced(ctx context.Context) error {
 	}
 }
 
-func (l *NADLookup) report(result string) {
+func (l *Lookup) report(result string) {
 	if l.OnLive != nil {
 		l.OnLive(result)
 	}
 }
 
-func (l *NADLookup) waited(start time.Time, synced bool) {
+func (l *Lookup) waited(start time.Time, synced bool) {
 	if l.OnSyncWait != nil {
 		l.OnSyncWait(time.Since(start), synced)
 	}
