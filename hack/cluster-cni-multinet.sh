@@ -57,6 +57,9 @@ defaultNetwork:
   file: $DEFAULT_NETWORK_CONF
 stateDir: $MULTINET_DIR/state
 podResourcesSocket: $PODRESOURCES_SOCKET
+# records of sandboxes containerd removed without a DEL reaching multinetd
+# are reaped through its CRI socket (docs/multinetd.md "Reaping")
+runtimeEndpoint: unix://$CONTAINERD_SOCKET
 metricsAddress: $METRICS_ADDRESS
 # Namespace isolation (spec §7.4) as deploy/ ships it, with the webhook's
 # --global-namespaces of hack/cluster-devices.sh (docs/install.md).

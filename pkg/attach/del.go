@@ -350,31 +350,14 @@ func (e *Engine) gcOne(ctx context.Context, cniPath, id string, valid bool, netw
 	}
 	defer unlock()
 	rec, err := e.opts.Store.Load(id)
-	if err != nil {
-		if errors.Is(err, state.ErrNotFound) {
-			return nil
-		}
-		if !valid && errors.Is(err, state.ErrCorrupt) {
-			// Tear down what the record's readable part and libcni's
-			// cache name; the networks' GC below reclaims the rest.
-			s := e.salvage(ctx, cniPath, id, nil, nil, err)
-			s.whole = true
-			if err := e.tearDownSalvaged(ctx, "GC", cniPath, "", s); err != nil {
-				return fmt.Errorf("GC: container %s: %w", id, err)
-			}
-			return e.opts.Store.Delete(id)
-		}
-		return fmt.Errorf("GC: record of container %s: %w", id, err)
+	if errors.Is(err, state.ErrNotFound) {
+		return nil
 	}
 	if !valid {
-		e.withdrawStatus(id, rec)
-		if err := e.teardown(ctx, cniPath, "", rec, len(rec.Attachments)); err != nil {
-			if serr := e.opts.Store.Save(rec); serr != nil {
-				err = errors.Join(err, serr)
-			}
-			return fmt.Errorf("GC: container %s: %w", id, err)
-		}
-		return e.opts.Store.Delete(id)
+		return e.reclaim(ctx, "GC", cniPath, id, rec, err)
+	}
+	if err != nil {
+		return fmt.Errorf("GC: record of container %s: %w", id, err)
 	}
 	for _, a := range rec.Attachments {
 		list, err := libcni.ConfListFromBytes(a.ConfList)
@@ -391,18 +374,48 @@ func (e *Engine) gcOne(ctx context.Context, cniPath, id string, valid bool, netw
 	return nil
 }
 
+// reclaim tears down the attachments of container id, which the runtime no
+// longer has, as a DEL without netns, and removes its record: rec as loaded,
+// or, when loadErr says the record is corrupt, what its readable part and
+// libcni's cache name (the networks' GC reclaims the rest). op names the
+// operation in errors ("GC", "reap"). A record that failed to load otherwise
+// is an error and stays.
+func (e *Engine) reclaim(ctx context.Context, op, cniPath, id string, rec *state.Record, loadErr error) error {
+	if loadErr != nil {
+		if !errors.Is(loadErr, state.ErrCorrupt) {
+			return fmt.Errorf("%s: record of container %s: %w", op, id, loadErr)
+		}
+		s := e.salvage(ctx, cniPath, id, nil, nil, loadErr)
+		s.whole = true
+		if err := e.tearDownSalvaged(ctx, op, cniPath, "", s); err != nil {
+			return fmt.Errorf("%s: container %s: %w", op, id, err)
+		}
+		return e.opts.Store.Delete(id)
+	}
+	e.withdrawStatus(id, rec)
+	if err := e.teardown(ctx, cniPath, "", rec, len(rec.Attachments)); err != nil {
+		if serr := e.opts.Store.Save(rec); serr != nil {
+			err = errors.Join(err, serr)
+		}
+		return fmt.Errorf("%s: container %s: %w", op, id, err)
+	}
+	return e.opts.Store.Delete(id)
+}
+
 // Status performs CNI STATUS (CNI spec 1.1): not ready (code 50) until
 // the default network's config is present and ready reports true (the
 // daemon's informers have synced); then the default network's own STATUS.
 func (e *Engine) Status(ctx context.Context, req *api.Request) error {
-	list, name, err := e.opts.DefaultNetwork()
-	if err != nil {
-		return types.NewError(50, fmt.Sprintf("default network not available: %v", err), "")
-	}
+	// Ready first: a default network from a NAD is read through the NAD
+	// informer, which waits for its first list.
 	if e.opts.Ready != nil {
 		if err := e.opts.Ready(); err != nil {
 			return types.NewError(50, fmt.Sprintf("multinetd not ready: %v", err), "")
 		}
+	}
+	list, name, err := e.opts.DefaultNetwork()
+	if err != nil {
+		return types.NewError(50, fmt.Sprintf("default network not available: %v", err), "")
 	}
 	cni := e.cniFor(req.Path)
 	sctx, cancel := context.WithTimeout(ctx, e.opts.DelegateTimeout)

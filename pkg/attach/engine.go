@@ -170,8 +170,9 @@ type Engine struct {
 	exec  invoke.Exec // opts.Exec (or libcni's) behind guardedExec
 	locks keyedMutex
 
-	cniMu sync.Mutex
-	cni   map[string]*libcni.CNIConfig // by CNI_PATH
+	cniMu    sync.Mutex
+	cni      map[string]*libcni.CNIConfig // by CNI_PATH
+	lastPath string                       // the last request's CNI_PATH, for Reap
 
 	bg sync.WaitGroup // background status writes
 
@@ -252,6 +253,9 @@ func (e *Engine) cniFor(reqPath string) *libcni.CNIConfig {
 	}
 	e.cniMu.Lock()
 	defer e.cniMu.Unlock()
+	if reqPath != "" {
+		e.lastPath = reqPath
+	}
 	c, ok := e.cni[key]
 	if !ok {
 		c = libcni.NewCNIConfigWithCacheDir(dirs, e.opts.CacheDir, e.exec)
@@ -319,4 +323,30 @@ func (k *keyedMutex) lock(ctx context.Context, key string) (func(), error) {
 		go func() { <-got; e.mu.Unlock(); release() }()
 		return nil, fmt.Errorf("another operation on container %s is still running: %w", key, ctx.Err())
 	}
+}
+
+// tryLock locks key when no operation holds it and returns its unlock
+// function; ok is false (and nothing is locked) when one does.
+func (k *keyedMutex) tryLock(key string) (unlock func(), ok bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.m == nil {
+		k.m = map[string]*keyedEntry{}
+	}
+	if _, busy := k.m[key]; busy {
+		return nil, false
+	}
+	e := &keyedEntry{}
+	e.mu.Lock()
+	e.refs = 1
+	k.m[key] = e
+	return func() {
+		k.mu.Lock()
+		e.refs--
+		if e.refs == 0 {
+			delete(k.m, key)
+		}
+		k.mu.Unlock()
+		e.mu.Unlock()
+	}, true
 }

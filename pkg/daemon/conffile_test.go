@@ -114,7 +114,7 @@ func newConfEnv(t *testing.T) *confEnv {
 		path:           filepath.Join(dir, ownFile),
 		socketPath:     "/run/multinet/d.sock",
 		shimTimeout:    time.Minute,
-		defaultNetwork: defaultNetworkFunc(cfg, onDisk, nil, netconf.NewResolver(onDisk, 0)),
+		defaultNetwork: defaultNetworkFunc(cfg, onDisk, nil, time.Second, netconf.NewResolver(onDisk, 0)),
 		ready: func() error {
 			if !e.ready.Load() {
 				return errors.New("informers not synced")

@@ -148,6 +148,17 @@ type Config struct {
 	// on for an uninstall (docs/install.md), when the runtime should fall
 	// back to the next config in CNIConfDir.
 	RemoveCNIConfigOnExit bool `json:"removeCNIConfigOnExit,omitempty"`
+	// RuntimeEndpoint is the container runtime's CRI socket in the daemon's
+	// view ("unix:///path" or "/path"), through which multinetd lists the
+	// pod sandboxes the runtime holds, to reap the records of those it
+	// removed without a DEL reaching multinetd. "" disables reaping.
+	RuntimeEndpoint string `json:"runtimeEndpoint,omitempty"`
+	// ReapInterval is how often multinetd reaps; 0 disables reaping.
+	ReapInterval Duration `json:"reapInterval,omitempty"`
+	// ReapMinAge is how long a record must have been unchanged before it is
+	// reaped: longer than an ADD can run (shimTimeout), since the runtime
+	// lists a sandbox only after its ADD returned.
+	ReapMinAge Duration `json:"reapMinAge,omitempty"`
 	// AsyncStatus writes network-status after ADD returns.
 	AsyncStatus bool `json:"asyncStatus,omitempty"`
 	// APIQPS and APIBurst limit the daemon's API client.
@@ -174,6 +185,9 @@ func Defaults() Config {
 		RequestTimeout:      Duration{110 * time.Second},
 		ShimTimeout:         Duration{120 * time.Second},
 		NADSyncWait:         Duration{10 * time.Second},
+		RuntimeEndpoint:     "unix:///run/containerd/containerd.sock",
+		ReapInterval:        Duration{time.Minute},
+		ReapMinAge:          Duration{3 * time.Minute},
 		SystemNamespaces:    []string{"kube-system"},
 		APIQPS:              20,
 		APIBurst:            40,
@@ -274,6 +288,12 @@ func (c *Config) Complete() error {
 	}
 	if c.NADSyncWait.Duration <= 0 {
 		errs = append(errs, fmt.Errorf("nadSyncWait %s: want a positive duration", c.NADSyncWait))
+	}
+	if c.ReapInterval.Duration < 0 {
+		errs = append(errs, fmt.Errorf("reapInterval %s: want 0 (off) or a positive duration", c.ReapInterval))
+	}
+	if c.ReapInterval.Duration > 0 && c.RuntimeEndpoint != "" && c.ReapMinAge.Duration <= c.ShimTimeout.Duration {
+		errs = append(errs, fmt.Errorf("reapMinAge %s: must exceed shimTimeout %s (a sandbox whose ADD is still running is not listed by the runtime yet)", c.ReapMinAge, c.ShimTimeout))
 	}
 	if c.RequestTimeout.Duration > c.ShimTimeout.Duration {
 		errs = append(errs, fmt.Errorf("requestTimeout %s: must not exceed shimTimeout %s (the shim would give up first)", c.RequestTimeout, c.ShimTimeout))

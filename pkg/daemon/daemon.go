@@ -26,7 +26,6 @@ import (
 	nadclient "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/k8s.cni.cncf.io/v1"
 	nadinformers "github.com/multinet/multinet/pkg/client/informers/externalversions"
 	nadinformersv1 "github.com/multinet/multinet/pkg/client/informers/externalversions/k8s.cni.cncf.io/v1"
-	nadlisters "github.com/multinet/multinet/pkg/client/listers/k8s.cni.cncf.io/v1"
 	"github.com/multinet/multinet/pkg/cniserver"
 	"github.com/multinet/multinet/pkg/devinfo"
 	"github.com/multinet/multinet/pkg/kube"
@@ -76,7 +75,6 @@ func Run(ctx context.Context, cfg Config) error {
 	// informer of nadInformers.
 	nadInformers := nadinformers.NewSharedInformerFactory(nadClient, 0)
 	nadInformer := nadInformers.K8sCniCncfIo().V1().NetworkAttachmentDefinitions()
-	nads := nadInformer.Lister()
 
 	store, err := state.NewStore(filepath.Join(cfg.StateDir, "records"))
 	if err != nil {
@@ -88,7 +86,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if filepath.Clean(cfg.DefaultNetwork.ConfDir) != filepath.Clean(cfg.CNIConfDir) {
 		defaultDir = netconf.NewConfDir(netconf.ConfDirOptions{Dir: cfg.DefaultNetwork.ConfDir, SkipFile: cfg.ConfFileName})
 	}
-	defaultNetwork := defaultNetworkFunc(cfg, defaultDir, nads, resolver)
+	m := newMetrics()
+	lookup := nadLookup(nadClient.K8sCniCncfIoV1(), nadInformer, cfg.NADSyncWait.Duration, m)
+	defaultNetwork := defaultNetworkFunc(cfg, defaultDir, lookup, cfg.NADSyncWait.Duration, resolver)
 
 	trigger := make(chan struct{}, 1)
 	poke := func() {
@@ -129,7 +129,6 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	events := kube.NewEvents(ctx, eventsClient, "multinetd", cfg.NodeName)
 	defer events.Shutdown()
-	m := newMetrics()
 
 	var devices attach.Devices
 	if cfg.PodResourcesSocket != "" {
@@ -156,7 +155,7 @@ func Run(ctx context.Context, cfg Config) error {
 		DefaultNetwork:  defaultNetwork,
 		AuxiliaryChain:  auxiliaryChainFunc(cfg),
 		Pods:            pods,
-		NADs:            nadLookup(nadClient.K8sCniCncfIoV1(), nadInformer, cfg.NADSyncWait.Duration, m),
+		NADs:            lookup,
 		Resolver:        resolver,
 		Isolation:       selection.IsolationPolicy{Enabled: cfg.NamespaceIsolation, GlobalNamespaces: cfg.GlobalNamespaces},
 		Status:          kube.NewStatusPatcher(client),
@@ -240,6 +239,12 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}()
 
+	reaperDone := make(chan struct{})
+	go func() {
+		defer close(reaperDone)
+		runReaper(runCtx, cfg, engine, m)
+	}()
+
 	cf := &confFile{
 		path:           filepath.Join(cfg.CNIConfDir, cfg.ConfFileName),
 		socketPath:     cfg.SocketPath,
@@ -288,6 +293,10 @@ func Run(ctx context.Context, cfg Config) error {
 	case <-retriesDone:
 	case <-sctx.Done():
 	}
+	select {
+	case <-reaperDone:
+	case <-sctx.Done():
+	}
 	if httpServer != nil {
 		_ = httpServer.Shutdown(sctx)
 	}
@@ -324,11 +333,17 @@ func auxiliaryChainFunc(cfg Config) attach.AuxiliaryChainFunc {
 }
 
 // defaultNetworkFunc returns how the engine finds the default network (§6).
-func defaultNetworkFunc(cfg Config, dir *netconf.ConfDir, nads nadlisters.NetworkAttachmentDefinitionLister, resolver *netconf.Resolver) attach.DefaultNetworkFunc {
+// A NAD (defaultNetwork.nad) is read through nads, as the pods' own NADs
+// are (the informer once synced, a live GET on a miss), each read bounded
+// by wait: right after a restart the runtime's first ADD must not fail
+// with "not found" because the informer has not listed yet.
+func defaultNetworkFunc(cfg Config, dir *netconf.ConfDir, nads attach.NADs, wait time.Duration, resolver *netconf.Resolver) attach.DefaultNetworkFunc {
 	if key := cfg.DefaultNetwork.NAD; key != "" {
 		ns, name, _ := strings.Cut(key, "/")
 		return func() (*libcni.NetworkConfigList, string, error) {
-			nad, err := nads.NetworkAttachmentDefinitions(ns).Get(name)
+			ctx, cancel := context.WithTimeout(context.Background(), wait)
+			defer cancel()
+			nad, err := nads.Get(ctx, ns, name)
 			if err != nil {
 				return nil, key, fmt.Errorf("NetworkAttachmentDefinition %s: %w", key, err)
 			}

@@ -1,16 +1,20 @@
 package daemon
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
 	nadlisters "github.com/multinet/multinet/pkg/client/listers/k8s.cni.cncf.io/v1"
+	"github.com/multinet/multinet/pkg/nadlookup"
 	"github.com/multinet/multinet/pkg/netconf"
 )
 
@@ -38,7 +42,23 @@ func TestDefaultNetworkFunc(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	nads := nadlisters.NewNetworkAttachmentDefinitionLister(indexer)
+	// Right after a restart: the informer has not listed yet (it does
+	// 100 ms into the read), and kube-system/live is in the API server only
+	// (its watch event not delivered).
+	start := time.Now()
+	nads := &nadlookup.Lookup{
+		Cache:  nadlisters.NewNetworkAttachmentDefinitionLister(indexer),
+		Synced: func() bool { return time.Since(start) > 100*time.Millisecond },
+		Live: func(_ context.Context, ns, name string) (*nadv1.NetworkAttachmentDefinition, error) {
+			if ns+"/"+name != "kube-system/live" {
+				return nil, apierrors.NewNotFound(nadv1.Resource("network-attachment-definitions"), name)
+			}
+			return &nadv1.NetworkAttachmentDefinition{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+				Spec:       nadv1.NetworkAttachmentDefinitionSpec{Config: `{"cniVersion":"1.0.0","type":"ipvlan"}`},
+			}, nil
+		},
+	}
 
 	tests := []struct {
 		name              string
@@ -50,6 +70,7 @@ func TestDefaultNetworkFunc(t *testing.T) {
 		{name: "by name", src: DefaultNetworkConfig{Name: "other"}, wantList: "other", wantKey: "other"},
 		{name: "by file", src: DefaultNetworkConfig{File: other}, wantList: "other", wantKey: "other"},
 		{name: "by NAD", src: DefaultNetworkConfig{NAD: "kube-system/podnet"}, wantList: "podnet", wantKey: "kube-system/podnet"},
+		{name: "by NAD the informer has not delivered", src: DefaultNetworkConfig{NAD: "kube-system/live"}, wantList: "live", wantKey: "kube-system/live"},
 		{name: "NAD missing", src: DefaultNetworkConfig{NAD: "kube-system/nope"}, wantErr: "kube-system/nope"},
 		{name: "name missing", src: DefaultNetworkConfig{Name: "nope"}, wantErr: "nope"},
 	}
@@ -59,7 +80,7 @@ func TestDefaultNetworkFunc(t *testing.T) {
 			cfg.CNIConfDir, cfg.DefaultNetwork = dir, tt.src
 			cfg.DefaultNetwork.ConfDir = dir
 			onDisk := netconf.NewConfDir(netconf.ConfDirOptions{Dir: dir, SkipFile: ownFile})
-			list, key, err := defaultNetworkFunc(cfg, onDisk, nads, netconf.NewResolver(onDisk, 0))()
+			list, key, err := defaultNetworkFunc(cfg, onDisk, nads, 5*time.Second, netconf.NewResolver(onDisk, 0))()
 			if wantErr(t, err, tt.wantErr) {
 				return
 			}

@@ -29,6 +29,7 @@ type metrics struct {
 	stPending  prometheus.Gauge
 	stRetries  *prometheus.CounterVec // result
 	corrupt    *prometheus.CounterVec // operation, outcome
+	reaped     *prometheus.CounterVec // result
 }
 
 // latencyBuckets span 1 ms to about 65 s, in seconds.
@@ -85,12 +86,19 @@ func newMetrics() *metrics {
 			Namespace: "multinet", Name: "corrupt_records_total",
 			Help: "Corrupt (or partially recovered) attachment records handled, by operation (ADD, DEL, GC) and outcome (recovered: everything they could name torn down; incomplete: a delegate DEL failed or the pod's networks are unknown, the record kept for a retry).",
 		}, []string{"operation", "outcome"}),
+		reaped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "multinet", Name: "stale_sandboxes_total",
+			Help: "Attachment records of pod sandboxes the container runtime no longer lists (their DEL never reached multinetd), by result (reaped: torn down and removed; failed: a teardown failed, retried at the next reap).",
+		}, []string{"result"}),
 	}
 	m.registry.MustRegister(m.opDuration, m.opTotal, m.queued, m.inFlight, m.delegate, m.delegateEr, m.nadLive, m.nadSync,
-		m.stPending, m.stRetries, m.corrupt,
+		m.stPending, m.stRetries, m.corrupt, m.reaped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{nadlookup.LiveFound, nadlookup.LiveNotFound, nadlookup.LiveError} {
 		m.nadLive.WithLabelValues(r)
+	}
+	for _, r := range []string{reapedOK, reapFailed} {
+		m.reaped.WithLabelValues(r)
 	}
 	for _, r := range []string{attach.RetryLanded, attach.RetryFailed, attach.RetryWithdrawn} {
 		m.stRetries.WithLabelValues(r)

@@ -40,6 +40,11 @@ const (
 	// the message says what was recovered and what could not be torn down
 	// or known (then the operation fails and is retried).
 	ReasonCorruptRecord = "CorruptAttachmentRecord"
+	// ReasonStaleSandboxTeardownFailed (Warning): a former sandbox of the
+	// pod is gone from the container runtime without a DEL reaching
+	// multinetd, and tearing down its attachments failed; multinetd retries
+	// at its next reap (multinetd's reapInterval).
+	ReasonStaleSandboxTeardownFailed = "StaleSandboxTeardownFailed"
 )
 
 // Events posts Events on pods through client-go's broadcaster, which

@@ -330,6 +330,24 @@ func (s *Store) Delete(containerID string) error {
 	return nil
 }
 
+// Modified returns the time the record of containerID was last written (its
+// file's modification time), also for a record that does not decode.
+// Errors: ErrNotFound (wrapped) when there is no record.
+func (s *Store) Modified(containerID string) (time.Time, error) {
+	p, err := s.path(containerID)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("stat record: %w", err)
+	}
+	st, err := os.Stat(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return time.Time{}, fmt.Errorf("container %s: %w", containerID, ErrNotFound)
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("stat record %s: %w", containerID, err)
+	}
+	return st.ModTime(), nil
+}
+
 // List returns the container IDs that have a record, in directory order.
 // Leftover temporary files of interrupted writes are removed when no write is
 // in progress (removeStaleTemps); the temp file of a save in progress, in this
