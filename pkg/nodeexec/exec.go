@@ -23,7 +23,6 @@
 package nodeexec
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -78,8 +77,11 @@ func (e *Exec) chroot() string {
 // Errors: the process could not be started, or its Launcher could not be
 // started or placed in its cgroup (then the plugin did not run); it exited
 // non-zero or was killed (a *types.Error decoded from its stdout when it
-// printed one, else one with the exit status and stderr); ctx ended (it is
-// killed).
+// printed one, else one with the exit status and stderr); ctx ended (it and
+// its process group are killed; the error wraps ctx.Err()).
+//
+// The call is bounded: a process the plugin forked that still holds its
+// stdout or stderr does not keep it open (waitDelegate, pipeGrace).
 func (e *Exec) ExecPlugin(ctx context.Context, pluginPath string, stdinData []byte, environ []string) ([]byte, error) {
 	var lastErr error
 	for i := 0; i <= textBusyRetries; i++ {
@@ -102,24 +104,33 @@ func (e *Exec) run(ctx context.Context, pluginPath string, stdinData []byte, env
 	if e.Launcher != nil {
 		return e.runLaunched(ctx, pluginPath, stdinData, environ)
 	}
-	var stdout, stderr bytes.Buffer
-	cmd := inRoot(exec.CommandContext(ctx, pluginPath), e.environ(environ), e.chroot())
-	cmd.Stdin = bytes.NewReader(stdinData)
-	cmd.Stdout = &stdout
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
+	dio, err := newDelegateIO()
+	if err != nil {
+		return nil, fmt.Errorf("plugin %s: %w", pluginPath, err), false
+	}
+	cmd := inRoot(exec.Command(pluginPath), e.environ(environ), e.chroot())
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = dio.Child[0], dio.Child[1], dio.Child[2]
+	err = cmd.Start()
+	dio.closeChild()
+	if err != nil {
+		dio.finish(0, nil)
 		return nil, e.startErr(pluginPath, err.Error()), isBusy(err.Error())
 	}
-	err = cmd.Wait()
-	e.copyStderr(stderr.Bytes())
+	dio.start(stdinData)
+	err = waitDelegate(cmd, ctx.Done(), func(grace time.Duration) bool { return dio.released(grace, ctx.Done()) })
+	stdout, stderr := dio.finish(pipeGrace, ctx.Done())
+	e.copyStderr(stderr)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("plugin %s: %w", pluginPath, ctx.Err()), false
+		}
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) {
 			return nil, fmt.Errorf("plugin %s: %w", pluginPath, err), false
 		}
-		return nil, pluginErr(ee.Error(), stdout.Bytes(), stderr.Bytes()), false
+		return nil, pluginErr(ee.Error(), stdout, stderr), false
 	}
-	return stdout.Bytes(), nil, false
+	return stdout, nil, false
 }
 
 // runLaunched runs the plugin through the Launcher's helper.
@@ -141,13 +152,18 @@ func (e *Exec) runLaunched(ctx context.Context, pluginPath string, stdinData []b
 	return stdout, nil, false
 }
 
-// inRoot sets cmd's environment and, for a non-empty root, a chroot into
-// it with "/" as the working directory: how both the daemon and the
-// Launcher's helper start a plugin.
+// inRoot sets cmd's environment, makes it the leader of a process group
+// of its own (so that waitDelegate can kill what it forks) and, for a
+// non-empty root, chroots it there with "/" as the working directory: how
+// both the daemon and the Launcher's helper start a plugin.
 func inRoot(cmd *exec.Cmd, env []string, root string) *exec.Cmd {
 	cmd.Env = env
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
 	if root != "" {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
+		cmd.SysProcAttr.Chroot = root
 		cmd.Dir = "/"
 	}
 	return cmd

@@ -23,6 +23,11 @@ const LauncherArg = "--nodeexec-launcher"
 // maxRequest bounds one launch request (path, environment, root) in bytes.
 const maxRequest = 256 << 10
 
+// launchFDs is the number of descriptors passed with a launch request: the
+// call socket, the delegate's stdin, stdout and stderr, and the caller's
+// read ends of stdout and stderr (for the helper to see them hang up).
+const launchFDs = 6
+
 // Launcher starts delegates from a helper process placed once in the node
 // cgroup, so that they are born there: a fork inherits its parent's cgroup
 // for free, while moving every delegate after its start costs a cgroup
@@ -31,11 +36,14 @@ const maxRequest = 256 << 10
 //
 // The helper is the daemon's own binary run with LauncherArg. It receives
 // one request per delegate over a SOCK_SEQPACKET socket pair (the path, the
-// environment, the root to chroot into, and the delegate's stdin, stdout
-// and stderr as file descriptors), starts the delegate, and answers on a
-// per-call socket with its exit status. Closing that socket (the caller's
-// context ended) kills the delegate. When the helper dies, the next call
-// starts a new one. Safe for concurrent use.
+// environment, the root to chroot into, the delegate's stdin, stdout and
+// stderr, and the caller's read ends of stdout and stderr, as file
+// descriptors), starts the delegate in a process group of its own, and
+// answers on a per-call socket with its exit status. Closing that socket
+// (the caller's context ended) kills the delegate's process group; so does
+// the delegate's exit while a process it left still holds its stdout or
+// stderr (waitDelegate). When the helper dies, the next call starts a new
+// one. Safe for concurrent use.
 type Launcher struct {
 	argv   []string
 	cgroup *Cgroup
@@ -136,14 +144,10 @@ type launchResult struct {
 	Error   string `json:"error,omitempty"`
 }
 
-// send hands one request and its files (call socket, stdin, stdout,
-// stderr) to the helper, starting a new helper once when the old one is
-// gone.
-func (l *Launcher) send(req []byte, files []*os.File) error {
-	fds := make([]int, len(files))
-	for i, f := range files {
-		fds[i] = int(f.Fd()) // Fd also makes it blocking, as a delegate's stdio must be
-	}
+// send hands one request and its file descriptors (call socket, stdin,
+// stdout, stderr, and the caller's read ends of stdout and stderr) to the
+// helper, starting a new helper once when the old one is gone.
+func (l *Launcher) send(req []byte, fds []int) error {
 	oob := unix.UnixRights(fds...)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -164,7 +168,11 @@ func (l *Launcher) send(req []byte, files []*os.File) error {
 }
 
 // run starts path through the helper with stdin, and returns its stdout,
-// stderr and how it ended.
+// stderr and how it ended. When ctx ends first, the helper kills the
+// delegate's process group and run returns ctx's error at once; after the
+// delegate's answer, stdout and stderr are read until EOF, for at most
+// pipeGrace (the helper killed the group of a delegate that left a process
+// holding them; one of another group may still hold them).
 func (l *Launcher) run(ctx context.Context, root, path string, stdin []byte, env []string) (stdout, stderr []byte, res launchResult, err error) {
 	req, err := json.Marshal(launchRequest{Path: path, Env: env, Root: root})
 	if err != nil {
@@ -178,45 +186,46 @@ func (l *Launcher) run(ctx context.Context, root, path string, stdin []byte, env
 		return nil, nil, res, err
 	}
 	defer call.Close()
-	inR, inW, err := os.Pipe()
+	dio, err := newDelegateIO()
 	if err != nil {
 		theirCall.Close()
-		return nil, nil, res, err
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		closeAll(theirCall, inR, inW)
-		return nil, nil, res, err
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		closeAll(theirCall, inR, inW, outR, outW)
-		return nil, nil, res, err
-	}
-	err = l.send(req, []*os.File{theirCall, inR, outW, errW})
-	closeAll(theirCall, inR, outW, errW)
-	if err != nil {
-		closeAll(inW, outR, errR)
 		return nil, nil, res, fmt.Errorf("plugin %s: %w", path, err)
 	}
-	var wg sync.WaitGroup
-	var outBuf, errBuf []byte
-	wg.Add(3)
-	go func() { defer wg.Done(); _, _ = inW.Write(stdin); inW.Close() }()
-	go func() { defer wg.Done(); outBuf, _ = io.ReadAll(outR); outR.Close() }()
-	go func() { defer wg.Done(); errBuf, _ = io.ReadAll(errR); errR.Close() }()
+	// Fd also makes the delegate's ends blocking, as a delegate's stdio must
+	// be. Our read ends stay pollable (rawFD), so that finish can close them
+	// under a pending read; the helper only polls its copies for hang-up.
+	fds := []int{int(theirCall.Fd()), int(dio.Child[0].Fd()), int(dio.Child[1].Fd()), int(dio.Child[2].Fd()), rawFD(dio.outR), rawFD(dio.errR)}
+	err = l.send(req, fds)
+	theirCall.Close()
+	dio.closeChild()
+	if err != nil {
+		dio.finish(0, nil)
+		return nil, nil, res, fmt.Errorf("plugin %s: %w", path, err)
+	}
+	dio.start(stdin)
 
-	stop := context.AfterFunc(ctx, func() { _ = call.Close() }) // the helper kills the delegate
+	stop := context.AfterFunc(ctx, func() { _ = call.Close() }) // the helper kills the delegate's group
 	derr := json.NewDecoder(call).Decode(&res)
 	stop()
-	wg.Wait()
 	if derr != nil {
+		outBuf, errBuf := dio.finish(0, nil)
 		if ctx.Err() != nil {
 			return outBuf, errBuf, res, fmt.Errorf("plugin %s: %w", path, ctx.Err())
 		}
 		return outBuf, errBuf, res, fmt.Errorf("plugin %s: delegate launcher gave no result: %w", path, derr)
 	}
+	outBuf, errBuf := dio.finish(pipeGrace, ctx.Done())
 	return outBuf, errBuf, res, nil
+}
+
+// rawFD is f's descriptor, without the switch to blocking mode of f.Fd().
+// It stays valid while f is open.
+func rawFD(f *os.File) int {
+	fd := -1
+	if sc, err := f.SyscallConn(); err == nil {
+		_ = sc.Control(func(u uintptr) { fd = int(u) })
+	}
+	return fd
 }
 
 func socketPair() (*os.File, *os.File, error) {
@@ -264,7 +273,7 @@ func serveLauncher(ctrl *os.File) error {
 	}
 	conn := fc.(*net.UnixConn)
 	buf := make([]byte, maxRequest)
-	oob := make([]byte, unix.CmsgSpace(4*4))
+	oob := make([]byte, unix.CmsgSpace(launchFDs*4))
 	for {
 		n, oobn, _, _, err := conn.ReadMsgUnix(buf, oob)
 		if err != nil || n == 0 {
@@ -279,7 +288,7 @@ func serveLauncher(ctrl *os.File) error {
 			continue
 		}
 		var req launchRequest
-		if err := json.Unmarshal(buf[:n], &req); err != nil || len(files) != 4 {
+		if err := json.Unmarshal(buf[:n], &req); err != nil || len(files) != launchFDs {
 			fmt.Fprintln(os.Stderr, "delegate launcher: bad request")
 			closeAll(files...)
 			continue
@@ -313,29 +322,36 @@ func receivedFiles(oob []byte) ([]*os.File, error) {
 	return files, nil
 }
 
-// launch runs one delegate: files are the call socket, stdin, stdout and
-// stderr.
+// launch runs one delegate: files are the call socket, stdin, stdout,
+// stderr, and the caller's read ends of stdout and stderr (polled, never
+// read: the caller reads them).
 func launch(req launchRequest, files []*os.File) {
-	call := files[0]
+	call, pipes := files[0], files[4:]
 	defer call.Close()
+	defer closeAll(pipes...)
 	cmd := inRoot(exec.Command(req.Path), req.Env, req.Root)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = files[1], files[2], files[3]
 	err := cmd.Start()
-	closeAll(files[1:]...)
+	closeAll(files[1:4]...)
 	enc := json.NewEncoder(call)
 	if err != nil {
 		_ = enc.Encode(launchResult{Error: err.Error()})
 		return
 	}
 	// The caller closes the call socket when its context ends.
+	stop := make(chan struct{})
 	go func() {
 		var b [1]byte
-		if _, rerr := call.Read(b[:]); rerr != nil {
-			_ = cmd.Process.Kill()
+		for {
+			if _, rerr := call.Read(b[:]); rerr != nil {
+				close(stop)
+				return
+			}
 		}
 	}()
 	res := launchResult{Started: true}
-	if werr := cmd.Wait(); werr != nil {
+	werr := waitDelegate(cmd, stop, func(grace time.Duration) bool { return hungUp(pipes, grace) })
+	if werr != nil {
 		var ee *exec.ExitError
 		if errors.As(werr, &ee) {
 			res.Exit = ee.ExitCode()
@@ -347,4 +363,39 @@ func launch(req launchRequest, files []*os.File) {
 		}
 	}
 	_ = enc.Encode(res)
+}
+
+// hungUp reports whether every pipe read end of files hung up (no process
+// holds a write end any more) within grace. It polls for POLLHUP only, so
+// unread data does not wake it; files stay open meanwhile.
+func hungUp(files []*os.File, grace time.Duration) bool {
+	deadline := time.Now().Add(grace)
+	var pfds []unix.PollFd
+	for _, f := range files {
+		pfds = append(pfds, unix.PollFd{Fd: int32(rawFD(f))})
+	}
+	for {
+		open := pfds[:0]
+		for _, p := range pfds {
+			if p.Revents == 0 {
+				open = append(open, unix.PollFd{Fd: p.Fd})
+			}
+		}
+		pfds = open
+		if len(pfds) == 0 {
+			return true
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return false
+		}
+		n, err := unix.Poll(pfds, int(left.Milliseconds())+1)
+		switch {
+		case errors.Is(err, unix.EINTR):
+		case err != nil:
+			return false
+		case n == 0 && time.Now().After(deadline):
+			return false
+		}
+	}
 }
