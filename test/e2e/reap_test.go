@@ -1,0 +1,116 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestStaleSandboxIsReaped: a sandbox the runtime no longer has, whose DEL
+// never reached multinetd (containerd's one cleanup DEL of a failed ADD gives
+// up while multinetd is in a crash loop, and containerd never calls CNI GC:
+// the chaos suite's leak), is torn down by multinetd's reaper: its addresses
+// on the pod's network and on the default network are released and its
+// record removed, while the pod's live sandbox keeps everything.
+func TestStaleSandboxIsReaped(t *testing.T) {
+	ns := newNamespace(t)
+	net := bridgeNet(t, ns, "reap", "1.0.0", nil)
+	runPod(t, podSpec(ns, "p", "reap"))
+	recs := podRecords(t, ns, "p")
+	if len(recs) != 1 {
+		t.Fatalf("want one record of the pod, got %v", recs)
+	}
+	live := readRecord(t, recs[0])
+
+	// A sandbox of the same pod that the runtime does not list: ADD as the
+	// runtime would run it, into a network namespace of the test.
+	netnsName := "mn-reap-" + randHex(3)
+	hostRun(t, "ip", "netns", "add", netnsName)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", netnsName).Run() })
+	stale := strings.Repeat("e", 52) + randHex(6)
+	args := strings.ReplaceAll(live.CNIArgs, live.ContainerID, stale)
+	if out, err := runShim(t, "ADD", stale, "/run/netns/"+netnsName, args); err != nil {
+		t.Fatalf("shim ADD of the stale sandbox: %v\n%s", err, out)
+	}
+	if !holds(net.allocations(t), stale) || !holds(defaultNetworkLeases(t), stale) {
+		t.Fatalf("the stale sandbox holds no address: %v, default network %v", net.allocations(t), defaultNetworkLeases(t))
+	}
+	// The runtime removed it: its netns is gone, and its record is older
+	// than reapMinAge.
+	hostRun(t, "ip", "netns", "del", netnsName)
+	recordFile := filepath.Join(testCluster.mustEnv(t, "MULTINET_CLUSTER_DIR"), "multinet", "state", "records", stale+".json")
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(recordFile, old, old); err != nil {
+		t.Fatalf("age the stale record: %v", err)
+	}
+
+	deadline := time.Now().Add(90 * time.Second) // reapInterval 10s on the local cluster
+	for {
+		_, err := os.Stat(recordFile)
+		gone := os.IsNotExist(err) && !holds(net.allocations(t), stale) && !holds(defaultNetworkLeases(t), stale)
+		if gone {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("90s after the stale sandbox's record aged: record present=%v, addresses %v, default network %v",
+				err == nil, net.allocations(t), defaultNetworkLeases(t))
+		}
+		time.Sleep(time.Second)
+	}
+	if !holds(net.allocations(t), live.ContainerID) || !holds(defaultNetworkLeases(t), live.ContainerID) {
+		t.Errorf("the live sandbox lost an address: %v, default network %v", net.allocations(t), defaultNetworkLeases(t))
+	}
+	if r := podRecords(t, ns, "p"); len(r) != 1 || r[0] != recs[0] {
+		t.Errorf("records of the pod after the reap = %v, want the live one %v", r, recs)
+	}
+	if m := httpGet(testContext(t, 10*time.Second), "http://127.0.0.1:9390/metrics"); !strings.Contains(m, `multinet_stale_sandboxes_total{result="reaped"}`) ||
+		strings.Contains(m, `multinet_stale_sandboxes_total{result="reaped"} 0`) {
+		t.Errorf("multinet_stale_sandboxes_total: want reaped > 0 in multinetd's metrics")
+	}
+	deletePod(t, ns, "p")
+	assertReleased(t, net)
+}
+
+// holds reports whether one of the leases ("ip → containerID") is the
+// container's.
+func holds(leases map[string]string, containerID string) bool {
+	for _, id := range leases {
+		if strings.TrimSpace(id) == containerID {
+			return true
+		}
+	}
+	return false
+}
+
+// defaultNetworkLeases lists the addresses host-local holds for the default
+// network (DEFAULT_NETWORK_CONF: the first plugin's ipam.dataDir, else
+// host-local's /var/lib/cni/networks, then the network's name).
+func defaultNetworkLeases(t *testing.T) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(testCluster.mustEnv(t, "DEFAULT_NETWORK_CONF"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conf struct {
+		Name    string `json:"name"`
+		Plugins []struct {
+			IPAM struct {
+				DataDir string `json:"dataDir"`
+			} `json:"ipam"`
+		} `json:"plugins"`
+	}
+	if err := json.Unmarshal(b, &conf); err != nil || len(conf.Plugins) == 0 {
+		t.Fatalf("default network conflist: %v", err)
+	}
+	dir := conf.Plugins[0].IPAM.DataDir
+	if dir == "" {
+		dir = "/var/lib/cni/networks"
+	}
+	return (&testNet{Name: conf.Name, DataDir: dir}).allocations(t)
+}
