@@ -93,7 +93,7 @@ func parseFlags() *options {
 	flag.DurationVar(&o.pause, "apiserver-pause", 5*time.Second, "how long the API server is stopped (SIGSTOP … SIGCONT), once a round")
 	flag.DurationVar(&o.upTimeout, "up-timeout", 6*time.Minute, "bound of one scale-up (all pods Running)")
 	flag.DurationVar(&o.downTimeout, "down-timeout", 4*time.Minute, "bound of one scale-down (all pods gone)")
-	flag.DurationVar(&o.settleTimeout, "settle-timeout", 3*time.Minute, "after the last round: how long to wait for everything to be released")
+	flag.DurationVar(&o.settleTimeout, "settle-timeout", 5*time.Minute, "after the last round: how long to wait for everything to be released (multinetd reaps a record of a sandbox the runtime removed once it is reapMinAge, 3 min, old)")
 	flag.DurationVar(&o.statusGrace, "status-grace", 60*time.Second, "after a scale-up: how long a Running pod's network-status may take to land (it is retried in the background when a PATCH fails)")
 	flag.Uint64Var(&o.seed, "seed", 0, "random seed (0: from the clock; printed)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the namespace, networks and hang plugin at the end (for inspection)")
