@@ -145,7 +145,7 @@ func TestAddDefaultNetworksInterfaceTaken(t *testing.T) {
 	_, err := e.eng.Add(context.Background(), e.req(api.CmdAdd, "ctr-"+cnitest.UniqueName(""), pod))
 	var te *types.Error
 	if !errors.As(err, &te) || te.Code != types.ErrInvalidNetworkConfig ||
-		!strings.Contains(te.Msg, `interface "net2" is used by network "ns2/side-b" of multinetd's defaultNetworks`) {
+		!strings.Contains(te.Msg, `field "interface": "net2" is used by network "ns2/side-b" of multinetd's defaultNetworks (spec §4.1.2.1.5)`) {
 		t.Fatalf("ADD error = %v, want CNI error %d naming net2 and ns2/side-b of defaultNetworks", err, types.ErrInvalidNetworkConfig)
 	}
 	if got := e.exec.of(""); len(got) != 0 {
@@ -225,7 +225,7 @@ func TestAddDefaultNetworksRefused(t *testing.T) {
 		{
 			name:  "NAD missing",
 			setup: func(e *env) { e.nads.put(globalNS, "side-a", e.bridgeConf("side-a", ""), nil) },
-			want:  []string{"multinetd defaultNetworks[1] (ns2/side-b)", "not found"},
+			want:  []string{"multinetd defaultNetworks[1]: NetworkAttachmentDefinition ns2/side-b not found"},
 		},
 		{
 			name: "device network",
@@ -233,7 +233,7 @@ func TestAddDefaultNetworksRefused(t *testing.T) {
 				e.nads.put(globalNS, "side-a", e.bridgeConf("side-a", ""), map[string]string{nadv1.ResourceNameAnnotation: "example.com/nic"})
 				e.nads.put(otherNS, "side-b", e.bridgeConf("side-b", ""), nil)
 			},
-			want: []string{"multinetd defaultNetworks[0] (shared/side-a)", `device resource "example.com/nic"`, "cannot be a device network"},
+			want: []string{"multinetd defaultNetworks[0]: NetworkAttachmentDefinition shared/side-a", `device resource "example.com/nic"`, "cannot be a device network"},
 		},
 	}
 	for _, tt := range tests {

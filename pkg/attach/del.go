@@ -172,7 +172,7 @@ func (e *Engine) fallbackRecord(ctx context.Context, req *api.Request) (*state.R
 	if err != nil {
 		// The pod or a NAD is gone, or the API server is not answering:
 		// the default network is all that can be known.
-		def, derr := e.defaultAttachment(ctx, nil, req.IfName, runtimeConfig)
+		def, derr := e.defaultAttachment(nil, req.IfName, runtimeConfig)
 		if derr != nil {
 			return nil, fmt.Errorf("%v; and the default network: %w", err, derr)
 		}

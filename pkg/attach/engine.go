@@ -30,7 +30,7 @@ import (
 	"github.com/multinet/multinet/pkg/cniserver"
 	"github.com/multinet/multinet/pkg/devinfo"
 	"github.com/multinet/multinet/pkg/netconf"
-	"github.com/multinet/multinet/pkg/selection"
+	"github.com/multinet/multinet/pkg/podnetworks"
 	"github.com/multinet/multinet/pkg/state"
 )
 
@@ -102,19 +102,16 @@ type Options struct {
 	// Resolver turns a NAD into its config list (spec §3.4.1); when nil a
 	// Resolver without an on-disk source is used.
 	Resolver *netconf.Resolver
-	// Isolation restricts cross-namespace selections (spec §7.4). It does
-	// not apply to DefaultNetworks.
-	Isolation selection.IsolationPolicy
-	// DefaultNetworks are networks attached to every pod after the default
-	// network and before the pod's own selection (multinetd's
-	// defaultNetworks, Multus's): NADs namespace/name (only Namespace and
-	// Name are read), on generated interfaces net1, net2, … that the pod's
-	// networks then skip. Not for pods of SystemNamespaces, nor for an ADD
-	// that names no pod. A NAD with a device resource name fails the ADD.
-	DefaultNetworks []selection.Element
-	// SystemNamespaces are namespaces whose pods do not get DefaultNetworks
-	// (their own selection still applies, as in Multus).
-	SystemNamespaces []string
+	// Policy is the namespace isolation policy (spec §7.4; it does not
+	// apply to DefaultNetworks), the DefaultNetworks attached to every pod
+	// after the default network and before the pod's own selection
+	// (multinetd's defaultNetworks, Multus's; on generated interfaces net1,
+	// net2, … that the pod's networks then skip; not for pods of
+	// SystemNamespaces, nor for an ADD that names no pod; a NAD with a
+	// device resource name fails the ADD), and the SystemNamespaces (their
+	// own selection still applies, as in Multus). podnetworks.Check applies
+	// it, as the webhook and lint do.
+	podnetworks.Policy
 	// Status writes network-status; nil disables it.
 	Status StatusWriter
 	// Events posts pod Events; nil disables them.

@@ -272,7 +272,7 @@ func TestAddNamespaceIsolationDefaultNetworkOverride(t *testing.T) {
 			if tt.refused != "" {
 				ns, _, _ := strings.Cut(tt.refused, "/")
 				e.wantRefused(id, err, tt.refused, ns)
-				if err != nil && !strings.Contains(err.Error(), "default network") {
+				if err != nil && !strings.Contains(err.Error(), `metadata.annotations["`+selection.DefaultNetworkAnnotation+`"]`) {
 					t.Errorf("ADD error %q does not say that the default-network override is refused", err)
 				}
 				return

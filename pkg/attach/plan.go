@@ -7,16 +7,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/multinet/multinet/pkg/devinfo"
 	"github.com/multinet/multinet/pkg/netconf"
-	"github.com/multinet/multinet/pkg/selection"
+	"github.com/multinet/multinet/pkg/podnetworks"
 )
 
 // plan is what one ADD runs: the default network first, then the networks
@@ -53,9 +51,14 @@ func planError(code uint, format string, args ...any) error {
 }
 
 // buildPlan decides the attachments of an ADD (DESIGN.md, ADD path steps
-// 3-7). withDevices looks the allocated devices up (ADD); DEL's fallback
-// plan passes false. On an error after the pod was found, the partial plan
-// is returned with it, so that the caller can post the Event on the pod.
+// 3-7): the pod's network selection is decided by podnetworks.Check, the
+// rules the admission webhook and kubectl multinet lint apply, against the
+// NADs of Options.NADs and the node's CNI configs (Options.Resolver), with
+// the runtime's ifName as the default network's interface; devices and the
+// default network's config are the node's. withDevices looks the allocated
+// devices up (ADD); DEL's fallback plan passes false. On an error after
+// the pod was found, the partial plan is returned with it, so that the
+// caller can post the Event on the pod.
 func (e *Engine) buildPlan(ctx context.Context, ifName, containerID string, args podArgs, runtimeConfig map[string]any, withDevices bool) (*plan, error) {
 	p := &plan{}
 	if args.hasPod() && e.opts.Pods != nil {
@@ -66,61 +69,39 @@ func (e *Engine) buildPlan(ctx context.Context, ifName, containerID string, args
 		p.pod = pod
 	}
 
-	def, err := e.defaultAttachment(ctx, p.pod, ifName, runtimeConfig)
+	v := &podnetworks.Verdict{}
+	if p.pod != nil {
+		var err error
+		v, err = podnetworks.Check(ctx, podnetworks.Pod{Namespace: p.pod.Namespace, Annotations: p.pod.Annotations}, podnetworks.Options{
+			Policy: e.opts.Policy, NADs: e.opts.NADs, Configs: e.opts.Resolver,
+			ResourceNameKeys: e.opts.ResourceNameKeys, DefaultIfName: ifName,
+		})
+		if err != nil {
+			return p, planError(types.ErrTryAgainLater, "pod %s/%s: %v", p.pod.Namespace, p.pod.Name, err)
+		}
+		if err := v.Err(); err != nil {
+			return p, planError(types.ErrInvalidNetworkConfig, "%v", err)
+		}
+	}
+
+	def, err := e.defaultAttachment(v.DefaultNetwork, ifName, runtimeConfig)
 	if err != nil {
 		return p, err
 	}
 	p.attachments = append(p.attachments, def)
-
-	var elements []selection.Element
-	if p.pod != nil {
-		if v, ok := p.pod.Annotations[selection.NetworksAnnotation]; ok {
-			elements, err = selection.Parse(v, p.pod.Namespace)
-			if err != nil {
-				return p, planError(types.ErrInvalidNetworkConfig, "pod %s/%s: annotation %s: %v", p.pod.Namespace, p.pod.Name, selection.NetworksAnnotation, err)
-			}
-			if err := e.opts.Isolation.CheckAll(p.pod.Namespace, elements); err != nil {
-				return p, planError(types.ErrInvalidNetworkConfig, "pod %s/%s: %v", p.pod.Namespace, p.pod.Name, err)
-			}
-		}
-	}
-	operator := e.defaultNetworksFor(p.pod)
-	if len(operator) == 0 && len(elements) == 0 {
-		p.resources = []string{""}
-		p.deviceIDs = []string{""}
-		p.deviceInfoFiles = []string{""}
-		return p, e.planAuxiliary(p, ifName)
-	}
-
-	resources := []string{""}
-	reserved, err := e.planDefaultNetworks(ctx, p, operator, ifName)
-	if err != nil {
-		return p, err
-	}
-	for range operator {
-		resources = append(resources, "")
+	p.resources = []string{""}
+	for _, a := range v.DefaultNetworks {
+		p.attachments = append(p.attachments, a.Attachment)
+		p.resources = append(p.resources, "")
 	}
 	first := len(p.attachments) // the pod's element i is attachments[first+i]
-	nets := make([]netconf.Network, 0, len(elements))
-	for i, el := range elements {
-		list, resource, err := e.resolveNAD(ctx, el.Namespace, el.Name)
-		if err != nil {
-			return p, planError(nadErrorCode(err), "network %d (%s): %v", i, el.Key(), err)
-		}
-		nets = append(nets, netconf.Network{Element: el, ConfList: list})
-		resources = append(resources, resource)
-		if el.GatewayRequest != nil {
+	for i, a := range v.Attachments {
+		p.attachments = append(p.attachments, a.Attachment)
+		p.resources = append(p.resources, a.Resource)
+		if a.Element.GatewayRequest != nil {
 			p.gateway, p.gatewayRequested = first+i, true
 		}
 	}
-	if len(nets) > 0 {
-		more, err := netconf.Plan(nets, netconf.PlanOptions{DefaultIfName: ifName, Reserved: reserved})
-		if err != nil {
-			return p, planError(types.ErrInvalidNetworkConfig, "pod %s/%s: %v", p.pod.Namespace, p.pod.Name, err)
-		}
-		p.attachments = append(p.attachments, more...)
-	}
-	p.resources = resources
 	p.deviceIDs = make([]string, len(p.attachments))
 	p.deviceInfoFiles = make([]string, len(p.attachments))
 	if withDevices {
@@ -129,54 +110,6 @@ func (e *Engine) buildPlan(ctx context.Context, ifName, containerID string, args
 		}
 	}
 	return p, e.planAuxiliary(p, ifName)
-}
-
-// defaultNetworksFor returns the networks of Options.DefaultNetworks that
-// pod gets: all of them, unless the ADD names no pod or the pod's namespace
-// is one of Options.SystemNamespaces (Multus's systemNamespaces: the pod
-// still gets its own selection).
-func (e *Engine) defaultNetworksFor(pod *corev1.Pod) []selection.Element {
-	if pod == nil || slices.Contains(e.opts.SystemNamespaces, pod.Namespace) {
-		return nil
-	}
-	return e.opts.DefaultNetworks
-}
-
-// planDefaultNetworks appends the attachments of multinetd's defaultNetworks
-// (operator, from defaultNetworksFor) to p, after the default network and
-// before the pod's own networks: one per NAD, in the configured order, on
-// generated interfaces net1, net2, … . They are the operator's choice, not
-// the pod's, so namespace isolation (§7.4) does not apply to them. A NAD
-// with a device resource name is refused: the webhook injects device
-// resources only for the networks a pod selects, so kubelet would have
-// allocated the pod none. It returns the interface names used, for the
-// pod's networks to skip (netconf.PlanOptions.Reserved).
-func (e *Engine) planDefaultNetworks(ctx context.Context, p *plan, operator []selection.Element, ifName string) (map[string]string, error) {
-	if len(operator) == 0 {
-		return nil, nil
-	}
-	nets := make([]netconf.Network, 0, len(operator))
-	for i, el := range operator {
-		list, resource, err := e.resolveNAD(ctx, el.Namespace, el.Name)
-		if err != nil {
-			return nil, planError(nadErrorCode(err), "multinetd defaultNetworks[%d] (%s): %v", i, el.Key(), err)
-		}
-		if resource != "" {
-			return nil, planError(types.ErrInvalidNetworkConfig, "multinetd defaultNetworks[%d] (%s): the NAD names device resource %q; a network of defaultNetworks cannot be a device network (devices are requested at admission for the networks a pod selects only)", i, el.Key(), resource)
-		}
-		nets = append(nets, netconf.Network{Element: selection.Element{Namespace: el.Namespace, Name: el.Name}, ConfList: list})
-	}
-	atts, err := netconf.Plan(nets, netconf.PlanOptions{DefaultIfName: ifName})
-	if err != nil {
-		return nil, planError(types.ErrInvalidNetworkConfig, "pod %s/%s: multinetd defaultNetworks: %v", p.pod.Namespace, p.pod.Name, err)
-	}
-	reserved := make(map[string]string, len(atts))
-	for i := range atts {
-		atts[i].Index = -1 // not an element of the pod's annotation
-		reserved[atts[i].IfName] = fmt.Sprintf("network %q of multinetd's defaultNetworks", atts[i].NetworkKey)
-	}
-	p.attachments = append(p.attachments, atts...)
-	return reserved, nil
 }
 
 // planAuxiliary appends the auxiliary chain, when there is one, as the
@@ -205,42 +138,21 @@ func (e *Engine) planAuxiliary(p *plan, ifName string) error {
 }
 
 // defaultAttachment plans the cluster-wide default network (spec §6): the
-// configured one, or the NAD named by the pod's default-network annotation,
-// which obeys the same namespace isolation (§7.4). Only it gets the
-// runtime's runtimeConfig (§7.5).
-func (e *Engine) defaultAttachment(ctx context.Context, pod *corev1.Pod, ifName string, runtimeConfig map[string]any) (netconf.Attachment, error) {
-	if pod != nil {
-		if v, ok := pod.Annotations[selection.DefaultNetworkAnnotation]; ok {
-			el, err := selection.ParseDefaultNetwork(v, pod.Namespace)
-			if err != nil {
-				return netconf.Attachment{}, planError(types.ErrInvalidNetworkConfig, "pod %s/%s: annotation %s: %v", pod.Namespace, pod.Name, selection.DefaultNetworkAnnotation, err)
-			}
-			if err := e.opts.Isolation.Check(pod.Namespace, *el); err != nil {
-				return netconf.Attachment{}, planError(types.ErrInvalidNetworkConfig, "pod %s/%s: default network: %v", pod.Namespace, pod.Name, err)
-			}
-			list, _, err := e.resolveNAD(ctx, el.Namespace, el.Name)
-			if err != nil {
-				return netconf.Attachment{}, planError(nadErrorCode(err), "default network %s: %v", el.Key(), err)
-			}
-			// Plan the element on the runtime's interface so its ips/mac/...
-			// become capability args like any other attachment's.
-			el.InterfaceRequest = ifName
-			planned, err := netconf.Plan([]netconf.Network{{Element: *el, ConfList: list}}, netconf.PlanOptions{})
-			if err != nil {
-				return netconf.Attachment{}, planError(types.ErrInvalidNetworkConfig, "default network %s: %v", el.Key(), err)
-			}
-			a := planned[0]
-			a.Index = -1
-			for k, v := range netconf.DefaultCapabilityArgs(runtimeConfig, list) {
-				if _, set := a.CapabilityArgs[k]; !set {
-					if a.CapabilityArgs == nil {
-						a.CapabilityArgs = map[string]any{}
-					}
-					a.CapabilityArgs[k] = v
+// configured one, or override, the pod's default-network annotation as
+// podnetworks.Check planned it (isolation, §7.4, applied). Only it gets the
+// keys of the runtime's runtimeConfig its plugins declare (§7.5).
+func (e *Engine) defaultAttachment(override *podnetworks.Attachment, ifName string, runtimeConfig map[string]any) (netconf.Attachment, error) {
+	if override != nil {
+		a := override.Attachment
+		for k, v := range netconf.DefaultCapabilityArgs(runtimeConfig, a.ConfList) {
+			if _, set := a.CapabilityArgs[k]; !set {
+				if a.CapabilityArgs == nil {
+					a.CapabilityArgs = map[string]any{}
 				}
+				a.CapabilityArgs[k] = v
 			}
-			return a, nil
 		}
+		return a, nil
 	}
 	list, name, err := e.opts.DefaultNetwork()
 	if err != nil {
@@ -251,53 +163,6 @@ func (e *Engine) defaultAttachment(ctx context.Context, pod *corev1.Pod, ifName 
 		return netconf.Attachment{}, planError(types.ErrInvalidNetworkConfig, "default network %s: %v", name, err)
 	}
 	return a, nil
-}
-
-// resolveNAD returns the config list of NAD namespace/name (spec §3.4.1) and
-// its device resource name ("" when none). A lookup failure other than
-// NotFound (Options.NADs) is a lookupError: see nadErrorCode.
-func (e *Engine) resolveNAD(ctx context.Context, namespace, name string) (*libcniList, string, error) {
-	if e.opts.NADs == nil {
-		return nil, "", fmt.Errorf("NetworkAttachmentDefinition %s/%s: no NAD source configured", namespace, name)
-	}
-	nad, err := e.opts.NADs.Get(ctx, namespace, name)
-	if err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, "", fmt.Errorf("NetworkAttachmentDefinition %s/%s not found", namespace, name)
-		}
-		return nil, "", lookupError{err}
-	}
-	list, err := e.opts.Resolver.Resolve(namespace, name, nad.Spec.Config)
-	if err != nil {
-		return nil, "", err
-	}
-	resource := ""
-	for _, k := range e.opts.ResourceNameKeys {
-		if v := nad.Annotations[k]; v != "" {
-			resource = v
-			break
-		}
-	}
-	return list, resource, nil
-}
-
-// lookupError is a NAD lookup that failed for a reason a retry may cure:
-// the informer's cache not synced in time, the API server failing. Its
-// message names the NAD (nadlookup.Lookup).
-type lookupError struct{ err error }
-
-func (e lookupError) Error() string { return e.err.Error() }
-func (e lookupError) Unwrap() error { return e.err }
-
-// nadErrorCode is the CNI error code of a resolveNAD failure: 11 (try again
-// later) for a lookupError, 7 (invalid network config) for a NAD that does
-// not exist or has an unusable config.
-func nadErrorCode(err error) uint {
-	var le lookupError
-	if errors.As(err, &le) {
-		return types.ErrTryAgainLater
-	}
-	return types.ErrInvalidNetworkConfig
 }
 
 // assignDevices gives the i-th attachment of each resource the i-th device

@@ -204,7 +204,7 @@ func (e *Engine) salvagePlan(ctx context.Context, req *api.Request, args podArgs
 		}
 	}
 	if p == nil {
-		def, err := e.defaultAttachment(ctx, nil, req.IfName, runtimeConfig)
+		def, err := e.defaultAttachment(nil, req.IfName, runtimeConfig)
 		if err != nil {
 			return nil, nil, errors.Join(apiErr, fmt.Errorf("the default network: %w", err))
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/multinet/multinet/pkg/cniserver/api"
 	"github.com/multinet/multinet/pkg/devinfo"
 	"github.com/multinet/multinet/pkg/netconf"
+	"github.com/multinet/multinet/pkg/podnetworks"
 	"github.com/multinet/multinet/pkg/selection"
 )
 
@@ -245,7 +246,9 @@ func (c *Config) Complete() error {
 	if c.DefaultNetwork.File != "" && filepath.Clean(c.DefaultNetwork.File) == filepath.Join(c.CNIConfDir, c.ConfFileName) {
 		errs = append(errs, fmt.Errorf("defaultNetwork.file %q is multinet's own config file", c.DefaultNetwork.File))
 	}
-	errs = append(errs, checkDefaultNetworks(c.DefaultNetworks)...)
+	if _, err := podnetworks.ParseDefaultNetworks(c.DefaultNetworks); err != nil {
+		errs = append(errs, err)
+	}
 	for i, ns := range c.SystemNamespaces {
 		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("systemNamespaces[%d] %q: not a namespace name: %s", i, ns, strings.Join(msgs, "; ")))
@@ -301,47 +304,13 @@ func (c *Config) Complete() error {
 	return errors.Join(errs...)
 }
 
-// checkDefaultNetworks checks defaultNetworks: each a NAD reference
-// "namespace/name", none twice. Multus also accepted a plain name (a NAD of
-// its multusNamespace, or a network of its conf dir) and a file or
-// directory path; the errors say what to write instead.
-func checkDefaultNetworks(refs []string) []error {
-	var errs []error
-	seen := make(map[string]int, len(refs))
-	for i, ref := range refs {
-		field := fmt.Sprintf("defaultNetworks[%d] %q", i, ref)
-		ns, name, ok := strings.Cut(ref, "/")
-		switch {
-		case strings.HasPrefix(ref, "/"):
-			errs = append(errs, fmt.Errorf("%s: a path; want a NetworkAttachmentDefinition namespace/name (for a config file of cniConfDir, create a NAD without spec.config named after its network, multi-net spec §3.4.1)", field))
-			continue
-		case !ok:
-			errs = append(errs, fmt.Errorf("%s: want a NetworkAttachmentDefinition namespace/name (Multus looked a plain name up in its multusNamespace, kube-system by default: kube-system/%s)", field, ref))
-			continue
-		}
-		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
-			errs = append(errs, fmt.Errorf("%s: namespace %q: %s", field, ns, strings.Join(msgs, "; ")))
-		}
-		if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
-			errs = append(errs, fmt.Errorf("%s: name %q: %s", field, name, strings.Join(msgs, "; ")))
-		}
-		if j, dup := seen[ref]; dup {
-			errs = append(errs, fmt.Errorf("%s: listed twice (also defaultNetworks[%d])", field, j))
-		} else {
-			seen[ref] = i
-		}
-	}
-	return errs
-}
-
 // DefaultNetworkElements returns DefaultNetworks as the engine takes them
 // (attach.Options.DefaultNetworks), in order. Call it after Complete
 // succeeded.
 func (c *Config) DefaultNetworkElements() []selection.Element {
-	var out []selection.Element
-	for _, ref := range c.DefaultNetworks {
-		ns, name, _ := strings.Cut(ref, "/")
-		out = append(out, selection.Element{Namespace: ns, Name: name})
+	out, _ := podnetworks.ParseDefaultNetworks(c.DefaultNetworks) // checked by Complete
+	if len(out) == 0 {
+		return nil
 	}
 	return out
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/multinet/multinet/pkg/nadlookup"
 	"github.com/multinet/multinet/pkg/netconf"
 	"github.com/multinet/multinet/pkg/nodeexec"
+	"github.com/multinet/multinet/pkg/podnetworks"
 	"github.com/multinet/multinet/pkg/podresources"
 	"github.com/multinet/multinet/pkg/selection"
 	"github.com/multinet/multinet/pkg/state"
@@ -157,7 +158,6 @@ func Run(ctx context.Context, cfg Config) error {
 		Pods:            pods,
 		NADs:            lookup,
 		Resolver:        resolver,
-		Isolation:       selection.IsolationPolicy{Enabled: cfg.NamespaceIsolation, GlobalNamespaces: cfg.GlobalNamespaces},
 		Status:          kube.NewStatusPatcher(client),
 		Events:          events,
 		Devices:         devices,
@@ -174,8 +174,11 @@ func Run(ctx context.Context, cfg Config) error {
 		DelegateSlotTimeout: cfg.DelegateSlotTimeout.Duration,
 		TeardownGrace:       cfg.TeardownGrace.Duration,
 
-		DefaultNetworks:  cfg.DefaultNetworkElements(),
-		SystemNamespaces: cfg.SystemNamespaces,
+		Policy: podnetworks.Policy{
+			Isolation:        selection.IsolationPolicy{Enabled: cfg.NamespaceIsolation, GlobalNamespaces: cfg.GlobalNamespaces},
+			DefaultNetworks:  cfg.DefaultNetworkElements(),
+			SystemNamespaces: cfg.SystemNamespaces,
+		},
 	})
 	if err != nil {
 		return err

@@ -187,62 +187,25 @@ func Declares(list *libcni.NetworkConfigList, c string) bool {
 }
 
 // Plan turns a pod's selected networks, in annotation order, into the
-// attachments to run, in the same order:
-//
-//   - IfName is the element's "interface" (spec §4.1.2.1.5) or else the first
-//     free "net1", "net2", … not requested by any element, reserved in opts,
-//     or generated before; a name used twice fails (§4.1.2.1.5);
-//   - CapabilityArgs hold the element's ips, mac, portMappings, bandwidth and
-//     infiniband-guid in CONVENTIONS form; each must be declared by some
-//     plugin of the list or Plan fails wrapping ErrNoCapability (§4.1.2.1.x.2).
-//     ipam-claim-reference is passed to plugins declaring it, never failing;
-//   - the element's cni-args are merged over each plugin's args.cni, the
-//     element winning (§4.1.2.1.6.2).
-//
-// Nothing of the runtime's own runtimeConfig reaches these attachments (§7.5;
-// see DefaultAttachment). Errors name the network and the element index.
+// attachments to run, in the same order: the interface names of IfNames,
+// then PlanAttachment for each network. It fails at the first problem; the
+// error names the network and the element index. Callers that want every
+// problem of a pod at once call IfNames and PlanAttachment themselves (as
+// pkg/podnetworks does).
 func Plan(nets []Network, opts PlanOptions) ([]Attachment, error) {
-	taken := make(map[string]string, len(nets)+len(opts.Reserved)+1) // ifname → owner, for errors
-	if opts.DefaultIfName != "" {
-		taken[opts.DefaultIfName] = "the default network"
-	}
-	for name, owner := range opts.Reserved {
-		taken[name] = owner
-	}
-	ifNames := make([]string, len(nets))
+	elems := make([]selection.Element, len(nets))
 	for i := range nets {
-		e := &nets[i].Element
-		if e.InterfaceRequest == "" {
-			continue
-		}
-		if err := utils.ValidateInterfaceName(e.InterfaceRequest); err != nil {
-			return nil, fmt.Errorf("network %q (selection element %d): interface %q: %s", networkKey(e), i, e.InterfaceRequest, err.Msg)
-		}
-		if owner, ok := taken[e.InterfaceRequest]; ok {
-			return nil, fmt.Errorf("network %q (selection element %d): interface %q is used by %s: %w", networkKey(e), i, e.InterfaceRequest, owner, ErrIfNameTaken)
-		}
-		taken[e.InterfaceRequest] = fmt.Sprintf("network %q (selection element %d)", networkKey(e), i)
-		ifNames[i] = e.InterfaceRequest
+		elems[i] = nets[i].Element
 	}
-	next := 1
-	for i := range nets {
-		if ifNames[i] != "" {
-			continue
-		}
-		for {
-			name := "net" + strconv.Itoa(next)
-			next++
-			if _, ok := taken[name]; !ok {
-				ifNames[i] = name
-				taken[name] = "generated"
-				break
-			}
+	ifNames, errs := IfNames(elems, opts)
+	for i, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("network %q (selection element %d): %w", networkKey(&nets[i].Element), i, err)
 		}
 	}
-
 	out := make([]Attachment, len(nets))
 	for i := range nets {
-		a, err := planOne(&nets[i], ifNames[i])
+		a, err := PlanAttachment(nets[i], ifNames[i])
 		if err != nil {
 			return nil, fmt.Errorf("network %q (selection element %d, interface %q): %w", networkKey(&nets[i].Element), i, ifNames[i], err)
 		}
@@ -252,12 +215,116 @@ func Plan(nets []Network, opts PlanOptions) ([]Attachment, error) {
 	return out, nil
 }
 
+// IfNameError is an element's "interface" that the pod cannot have (spec
+// §4.1.2.1.5): not a name libcni accepts, or already used in the pod.
+type IfNameError struct {
+	// IfName is the requested name.
+	IfName string
+	// Owner says who already uses it ("the default network", a network of
+	// PlanOptions.Reserved, another element); empty when the name itself is
+	// invalid.
+	Owner string
+	// Reason says why an invalid name is invalid; empty when it is taken.
+	Reason string
+}
+
+// Error implements error, e.g. `interface "eth0" is used by the default network`.
+func (e *IfNameError) Error() string {
+	if e.Owner != "" {
+		return fmt.Sprintf("interface %q is used by %s", e.IfName, e.Owner)
+	}
+	return fmt.Sprintf("interface %q: %s", e.IfName, e.Reason)
+}
+
+// Unwrap returns ErrIfNameTaken for a taken name.
+func (e *IfNameError) Unwrap() error {
+	if e.Owner != "" {
+		return ErrIfNameTaken
+	}
+	return nil
+}
+
+// IfNames decides CNI_IFNAME for each element (spec §4.1.2.1.5): its
+// "interface", or else the first free "net1", "net2", … that no element
+// requests, opts does not reserve and no earlier element got. names has one
+// entry per element, the requested name even when it is refused; errs[i] is
+// an *IfNameError when element i's requested name is invalid or taken (by
+// opts.DefaultIfName, opts.Reserved or an earlier element), nil otherwise.
+func IfNames(elems []selection.Element, opts PlanOptions) (names []string, errs []error) {
+	taken := make(map[string]string, len(elems)+len(opts.Reserved)+1) // ifname → owner, for errors
+	if opts.DefaultIfName != "" {
+		taken[opts.DefaultIfName] = "the default network"
+	}
+	for name, owner := range opts.Reserved {
+		taken[name] = owner
+	}
+	names = make([]string, len(elems))
+	errs = make([]error, len(elems))
+	for i := range elems {
+		e := &elems[i]
+		if e.InterfaceRequest == "" {
+			continue
+		}
+		names[i] = e.InterfaceRequest
+		if err := utils.ValidateInterfaceName(e.InterfaceRequest); err != nil {
+			errs[i] = &IfNameError{IfName: e.InterfaceRequest, Reason: err.Msg}
+			continue
+		}
+		if owner, ok := taken[e.InterfaceRequest]; ok {
+			errs[i] = &IfNameError{IfName: e.InterfaceRequest, Owner: owner}
+			continue
+		}
+		taken[e.InterfaceRequest] = fmt.Sprintf("network %q (selection element %d)", networkKey(e), i)
+	}
+	next := 1
+	for i := range elems {
+		if names[i] != "" {
+			continue
+		}
+		for {
+			name := "net" + strconv.Itoa(next)
+			next++
+			if _, ok := taken[name]; !ok {
+				names[i] = name
+				taken[name] = "generated"
+				break
+			}
+		}
+	}
+	return names, errs
+}
+
 func networkKey(e *selection.Element) string {
 	if e.Namespace == "" {
 		return e.Name
 	}
 	return e.Namespace + "/" + e.Name
 }
+
+// KeyError is a network selection element key that the network's config
+// list cannot honour: a runtimeConfig key no plugin declares (wrapping
+// ErrNoCapability), or cni-args that cannot be merged into the plugins'
+// args.
+type KeyError struct {
+	// Key is the selection element key ("ips", "mac", "portMappings",
+	// "bandwidth", "infiniband-guid", "cni-args").
+	Key string
+	// Section is the spec section of the rule, e.g. "4.1.2.1.4.2".
+	Section string
+	// Reason says what is wrong, phrased to follow the key.
+	Reason string
+	// Err is ErrNoCapability or the merge failure.
+	Err error
+}
+
+// Error implements error, e.g. `selection element key "mac" needs
+// runtimeConfig "mac", but no plugin of CNI config "plain" declares
+// "capabilities": {"mac": true} (spec §4.1.2.1.4.2)`.
+func (e *KeyError) Error() string {
+	return fmt.Sprintf("selection element key %q %s (spec §%s)", e.Key, e.Reason, e.Section)
+}
+
+func (e *KeyError) Unwrap() error { return e.Err }
 
 // capabilityRequest is one element key that becomes a runtimeConfig key.
 type capabilityRequest struct {
@@ -267,7 +334,20 @@ type capabilityRequest struct {
 	value      any
 }
 
-func planOne(n *Network, ifName string) (Attachment, error) {
+// PlanAttachment plans one network's attachment on CNI_IFNAME ifName:
+//
+//   - CapabilityArgs hold the element's ips, mac, portMappings, bandwidth and
+//     infiniband-guid in CONVENTIONS form; each must be declared by some
+//     plugin of the list, or PlanAttachment fails with a *KeyError wrapping
+//     ErrNoCapability (spec §4.1.2.1.x.2). ipam-claim-reference is passed to
+//     plugins declaring it, never failing;
+//   - the element's cni-args are merged over each plugin's args.cni, the
+//     element winning (§4.1.2.1.6.2); a plugin whose args or args.cni is not
+//     a JSON object fails with a *KeyError for "cni-args".
+//
+// Nothing of the runtime's own runtimeConfig reaches the attachment (§7.5;
+// see DefaultAttachment). Index is left 0. A nil ConfList is an error.
+func PlanAttachment(n Network, ifName string) (Attachment, error) {
 	e := &n.Element
 	if n.ConfList == nil {
 		return Attachment{}, errors.New("no CNI config list")
@@ -283,27 +363,27 @@ func planOne(n *Network, ifName string) (Attachment, error) {
 	var reqs [5]capabilityRequest
 	r := reqs[:0]
 	if len(e.IPRequest) > 0 {
-		r = append(r, capabilityRequest{"ips", CapIPs, "§4.1.2.1.3.2", slices.Clone(e.IPRequest)})
+		r = append(r, capabilityRequest{"ips", CapIPs, "4.1.2.1.3.2", slices.Clone(e.IPRequest)})
 	}
 	if e.MacRequest != "" {
-		r = append(r, capabilityRequest{"mac", CapMAC, "§4.1.2.1.4.2", e.MacRequest})
+		r = append(r, capabilityRequest{"mac", CapMAC, "4.1.2.1.4.2", e.MacRequest})
 	}
 	if len(e.PortMappingsRequest) > 0 {
-		r = append(r, capabilityRequest{"portMappings", CapPortMappings, "§4.1.2.1.7.2", portMappings(e.PortMappingsRequest)})
+		r = append(r, capabilityRequest{"portMappings", CapPortMappings, "4.1.2.1.7.2", portMappings(e.PortMappingsRequest)})
 	}
 	if e.BandwidthRequest != nil {
-		r = append(r, capabilityRequest{"bandwidth", CapBandwidth, "§4.1.2.1.8.2", bandwidth(e.BandwidthRequest)})
+		r = append(r, capabilityRequest{"bandwidth", CapBandwidth, "4.1.2.1.8.2", bandwidth(e.BandwidthRequest)})
 	}
 	if e.InfinibandGUIDRequest != "" {
-		r = append(r, capabilityRequest{"infiniband-guid", CapInfinibandGUID, "§4.1.2.1.10.2", e.InfinibandGUIDRequest})
+		r = append(r, capabilityRequest{"infiniband-guid", CapInfinibandGUID, "4.1.2.1.10.2", e.InfinibandGUIDRequest})
 	}
 	if len(r) > 0 || e.IPAMClaimReference != "" {
 		a.CapabilityArgs = make(map[string]any, len(r)+1)
 	}
 	for _, q := range r {
 		if !Declares(n.ConfList, q.capability) {
-			return Attachment{}, fmt.Errorf("selection element key %q needs runtimeConfig %q, but no plugin of CNI config %q declares \"capabilities\": {%q: true} (spec %s): %w",
-				q.elementKey, q.capability, n.ConfList.Name, q.capability, q.section, ErrNoCapability)
+			return Attachment{}, &KeyError{Key: q.elementKey, Section: q.section, Err: ErrNoCapability,
+				Reason: fmt.Sprintf("needs runtimeConfig %q, but no plugin of CNI config %q declares \"capabilities\": {%q: true}", q.capability, n.ConfList.Name, q.capability)}
 		}
 		a.CapabilityArgs[q.capability] = q.value
 	}
@@ -317,7 +397,8 @@ func planOne(n *Network, ifName string) (Attachment, error) {
 	if len(e.CNIArgs) > 0 {
 		list, err := injectCNIArgs(n.ConfList, e.CNIArgs)
 		if err != nil {
-			return Attachment{}, err
+			return Attachment{}, &KeyError{Key: "cni-args", Section: "4.1.2.1.6.2", Err: err,
+				Reason: "cannot be merged into " + err.Error()}
 		}
 		a.ConfList = list
 	}

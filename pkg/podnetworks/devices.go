@@ -1,0 +1,77 @@
+package podnetworks
+
+import (
+	"math"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Demand is what a verdict's attachments need of device resources: the
+// override and the pod's networks (DefaultNetworks never have devices).
+type Demand struct {
+	// Counts[resource] is the number of attachments to NADs with that
+	// resource (the same NAD selected twice counts twice).
+	Counts map[string]int64
+	// Order lists the resources in the order they were first selected.
+	Order []string
+}
+
+// Demand counts the device resources of v's attachments that have one,
+// whether or not they were planned (a missing device request is a problem
+// of its own).
+func (v *Verdict) Demand() Demand {
+	d := Demand{Counts: map[string]int64{}}
+	add := func(a *Attachment) {
+		if a.Resource == "" {
+			return
+		}
+		if d.Counts[a.Resource] == 0 {
+			d.Order = append(d.Order, a.Resource)
+		}
+		d.Counts[a.Resource]++
+	}
+	if v.DefaultNetwork != nil {
+		add(v.DefaultNetwork)
+	}
+	for i := range v.Attachments {
+		add(&v.Attachments[i])
+	}
+	return d
+}
+
+// ContainerRequest is what container c asks for of resource name: the
+// larger of its request and limit (extended resources need both equal; a
+// limit alone implies the request), rounded up to a whole number.
+func ContainerRequest(c *corev1.Container, name corev1.ResourceName) int64 {
+	var v int64
+	if q, ok := c.Resources.Requests[name]; ok {
+		v = q.Value()
+	}
+	if q, ok := c.Resources.Limits[name]; ok {
+		v = max(v, q.Value())
+	}
+	return v
+}
+
+// PodRequest is what the pod's app containers ask for of resource name
+// together (init containers' devices are released before the app
+// containers start), saturating at math.MaxInt64. kubelet allocates the pod
+// that many devices, and multinetd gives the n-th attachment of the
+// resource (Attachment.Device) the n-th.
+func PodRequest(pod *corev1.Pod, name corev1.ResourceName) int64 {
+	var total int64
+	for i := range pod.Spec.Containers {
+		total = SaturatingAdd(total, ContainerRequest(&pod.Spec.Containers[i], name))
+	}
+	return total
+}
+
+// SaturatingAdd adds quantities a and b (b ≥ 0), saturating at
+// math.MaxInt64 instead of wrapping: absurd quantities then fail the API
+// server's validation rather than turning into small or negative ones.
+func SaturatingAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
