@@ -119,8 +119,8 @@ func TestBinary(t *testing.T) {
 		wantErr := []string{
 			"spec.config: field plugins[1].type",
 			"",
-			`selection element key "mac" needs runtimeConfig "mac"`,
-			`spec.jobTemplate.spec.template.metadata.annotations[k8s.v1.cni.cncf.io/networks]: networks[1] "plain": field "interface"`,
+			`networks[0] "plain": field "mac": needs runtimeConfig "mac"`,
+			`spec.jobTemplate.spec.template.metadata.annotations["k8s.v1.cni.cncf.io/networks"]: networks[1] "plain": field "interface"`,
 		}
 		for i, e := range es {
 			if e.Valid != wantValid[i] {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -13,14 +12,12 @@ import (
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
 	"github.com/multinet/multinet/pkg/explain"
-	"github.com/multinet/multinet/pkg/selection"
 )
 
 type explainOptions struct {
-	output             string
-	namespaceIsolation bool
-	globalNamespaces   []string
-	clients            clientsFunc
+	output  string
+	policy  *policyFlags
+	clients clientsFunc
 }
 
 func newExplainCommand(s Streams) *cobra.Command {
@@ -42,7 +39,10 @@ to, the interface name, the runtimeConfig (capability args) and args.cni each
 attachment gets, the device resource, and why an attachment would fail
 (missing NetworkAttachmentDefinition, unusable spec.config, a capability no
 plugin declares, namespace isolation, an invalid annotation, missing device
-requests). The pod's current network-status is shown too.
+requests). The pod's current network-status is shown too. The verdict is the
+one multinetd and the admission webhook reach, given the flags that mirror
+multinetd's configuration (--namespace-isolation, --global-namespaces,
+--default-networks, --system-namespaces).
 
 What lives only on the node is not visible and is said so: the cluster-wide
 default network, the CNI config of a NetworkAttachmentDefinition without
@@ -61,8 +61,7 @@ read, 2 bad usage.`,
 	}
 	f := cmd.Flags()
 	f.StringVarP(&o.output, "output", "o", "", "output format: empty for text, json or yaml")
-	f.BoolVar(&o.namespaceIsolation, "namespace-isolation", false, "check namespace isolation as multinetd's namespaceIsolation does: the pod may select only NADs of its own namespace and --global-namespaces (spec §7.4)")
-	f.StringSliceVar(&o.globalNamespaces, "global-namespaces", nil, "comma-separated namespaces whose NADs every pod may select under isolation (multinetd's globalNamespaces); implies --namespace-isolation")
+	o.policy = addPolicyFlags(cmd)
 	o.clients = addClusterFlags(cmd)
 	return cmd, o
 }
@@ -70,6 +69,10 @@ read, 2 bad usage.`,
 func (o *explainOptions) run(ctx context.Context, s Streams, name string) error {
 	if !slices.Contains([]string{"", "json", "yaml"}, o.output) {
 		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("explain: --output %q: must be empty, json or yaml", o.output)}
+	}
+	policy, err := o.policy.policy()
+	if err != nil {
+		return err
 	}
 	c, err := o.clients()
 	if err != nil {
@@ -84,9 +87,9 @@ func (o *explainOptions) run(ctx context.Context, s Streams, name string) error 
 	if err != nil {
 		return failed(fmt.Errorf("get pod %s/%s: %w", c.Namespace, name, err))
 	}
-	opts := explain.Options{}
-	if o.namespaceIsolation || len(o.globalNamespaces) > 0 {
-		opts.Isolation = &selection.IsolationPolicy{Enabled: true, GlobalNamespaces: trimAll(o.globalNamespaces)}
+	opts := explain.Options{DefaultNetworks: policy.DefaultNetworks, SystemNamespaces: policy.SystemNamespaces}
+	if o.policy.isolationSet() {
+		opts.Isolation = &policy.Isolation
 	}
 	getNAD := func(ctx context.Context, namespace, name string) (*nadv1.NetworkAttachmentDefinition, error) {
 		return call(ctx, c, func(ctx context.Context) (*nadv1.NetworkAttachmentDefinition, error) {
@@ -101,16 +104,4 @@ func (o *explainOptions) run(ctx context.Context, s Streams, name string) error 
 		return writeStructured(s.Out, x, o.output)
 	}
 	return explain.WriteText(s.Out, x)
-}
-
-// trimAll drops blanks around the items of a comma-separated flag and the
-// empty items.
-func trimAll(items []string) []string {
-	var out []string
-	for _, it := range items {
-		if it = strings.TrimSpace(it); it != "" {
-			out = append(out, it)
-		}
-	}
-	return out
 }

@@ -44,7 +44,7 @@ func TestExplainCommand(t *testing.T) {
 		"  [0] ns1/net-a -> net1: OK\n",
 		"      status:        net1  ns1/net-a  ips 10.1.0.2\n",
 		"  [1] other/net-x -> net2: OK\n",
-		"  [2] ns1/gone -> net3: FAIL\n      error:         NetworkAttachmentDefinition ns1/gone not found",
+		"  [2] ns1/gone -> net3: FAIL\n      error:         metadata.annotations[\"k8s.v1.cni.cncf.io/networks\"]: networks[2] \"gone\": NetworkAttachmentDefinition ns1/gone not found (spec §3.4.1)",
 		"Result:    FAIL: 1 of 3 attachment(s) would fail",
 	} {
 		if !strings.Contains(stdout, want) {

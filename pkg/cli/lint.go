@@ -24,6 +24,7 @@ type lintOptions struct {
 	output      string
 	namespace   string
 	requireNADs bool
+	policy      *policyFlags
 }
 
 func newLintCommand(s Streams) *cobra.Command {
@@ -37,7 +38,10 @@ Checks NetworkAttachmentDefinitions (name, resourceName annotation, spec.config
 as CNI JSON) and the k8s.v1.cni.cncf.io/networks annotation of Pods and of the
 pod templates of Deployments, StatefulSets, DaemonSets, ReplicaSets,
 ReplicationControllers, Jobs, CronJobs and PodTemplates, each network against
-the NetworkAttachmentDefinitions of the same input. Other kinds are skipped.
+the NetworkAttachmentDefinitions of the same input, by the rules the admission
+webhook and multinetd apply. Set --namespace-isolation, --global-namespaces,
+--default-networks and --system-namespaces as multinetd is configured to get
+its verdict. Other kinds are skipped.
 
 Exit status: 0 all valid, 1 some object invalid, 2 unreadable input or bad usage.`,
 		Example: `  kubectl multinet lint -f nads.yaml -f deploy.yaml
@@ -53,6 +57,7 @@ Exit status: 0 all valid, 1 some object invalid, 2 unreadable input or bad usage
 	f.StringVarP(&o.output, "output", "o", "", "output format: empty for one line per object, wide to add notes, json for a JSON list")
 	f.StringVarP(&o.namespace, "namespace", "n", lint.DefaultNamespace, "namespace of objects that set none")
 	f.BoolVar(&o.requireNADs, "require-nads", false, "a selected NetworkAttachmentDefinition missing from the input is an error (default: only when the input defines others in its namespace)")
+	o.policy = addPolicyFlags(cmd)
 	return cmd
 }
 
@@ -66,6 +71,10 @@ func (o *lintOptions) run(s Streams) error {
 	if msgs := validation.IsDNS1123Label(o.namespace); len(msgs) > 0 {
 		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("lint: --namespace %q: %s", o.namespace, strings.Join(msgs, "; "))}
 	}
+	policy, err := o.policy.policy()
+	if err != nil {
+		return err
+	}
 	objs, err := readObjects(o.files, s.In)
 	if err != nil {
 		return &ExitError{Code: ExitUsage, Err: err}
@@ -73,7 +82,7 @@ func (o *lintOptions) run(s Streams) error {
 	if len(objs) == 0 {
 		fmt.Fprintln(s.ErrOut, "warning: no objects in the input")
 	}
-	results, err := lint.Lint(objs, lint.Options{Namespace: o.namespace, RequireNADs: o.requireNADs})
+	results, err := lint.Lint(objs, lint.Options{Namespace: o.namespace, RequireNADs: o.requireNADs, Policy: policy})
 	if err != nil {
 		return err
 	}

@@ -6,8 +6,8 @@
 // network, and why an attachment would fail. It is the logic of
 // "kubectl multinet explain".
 //
-// It uses the same code as the daemon (pkg/selection, pkg/netconf), so its
-// verdicts are the daemon's. What lives only on the node is not visible to
+// Its verdict is podnetworks.Check's, the one multinetd, the webhook and
+// kubectl multinet lint use, so it cannot disagree with them. What lives only on the node is not visible to
 // it and is said so in notes: the cluster-wide default network's config, the
 // CNI config of a NetworkAttachmentDefinition without spec.config (§3.2.4),
 // the devices kubelet allocates and the runtime's own runtimeConfig.
@@ -19,17 +19,14 @@ package explain
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
-	"github.com/containernetworking/cni/libcni"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
 	"github.com/multinet/multinet/pkg/netconf"
+	"github.com/multinet/multinet/pkg/podnetworks"
 	"github.com/multinet/multinet/pkg/selection"
 	"github.com/multinet/multinet/pkg/status"
 )
@@ -60,6 +57,10 @@ type Options struct {
 	// Isolation is multinetd's namespace isolation policy (spec §7.4); nil
 	// means unknown: isolation is not checked and a note says so.
 	Isolation *selection.IsolationPolicy
+	// DefaultNetworks and SystemNamespaces are multinetd's (see
+	// podnetworks.Policy); nil means none.
+	DefaultNetworks  []selection.Element
+	SystemNamespaces []string
 	// ResourceNameKeys are the NAD annotations naming a device resource, in
 	// order of preference; nil means the daemon's default (the spec's key,
 	// then the legacy one).
@@ -148,13 +149,6 @@ type Plugin struct {
 	RuntimeConfig []string `json:"runtimeConfig,omitempty"`
 }
 
-// standInConfig stands for a CNI config the CLI cannot see (a NAD without
-// spec.config, or a missing NAD): one plugin declaring every capability a
-// selection element can ask for, so that planning checks only what does not
-// depend on the config.
-const standInConfig = `{"cniVersion":"1.0.0","type":"multinet-explain-stand-in","capabilities":` +
-	`{"ips":true,"mac":true,"portMappings":true,"bandwidth":true,"infinibandGUID":true,"ipamClaimReference":true}}`
-
 // explainer holds the state of one Explain call.
 type explainer struct {
 	ctx  context.Context
@@ -162,8 +156,11 @@ type explainer struct {
 	get  NADGetter
 	opts Options
 	x    *Explanation
-	// nads caches the lookups by "namespace/name"; nil value: not found.
-	nads map[string]*nadv1.NetworkAttachmentDefinition
+}
+
+// Get makes an explainer the NADs source of podnetworks.Check.
+func (e *explainer) Get(ctx context.Context, namespace, name string) (*nadv1.NetworkAttachmentDefinition, error) {
+	return e.get(ctx, namespace, name)
 }
 
 // Explain works out what multinetd would run for pod. It calls get once per
@@ -177,9 +174,6 @@ func Explain(ctx context.Context, pod *corev1.Pod, get NADGetter, opts Options) 
 	if opts.DefaultIfName == "" {
 		opts.DefaultIfName = DefaultIfName
 	}
-	if opts.ResourceNameKeys == nil {
-		opts.ResourceNameKeys = []string{nadv1.ResourceNameAnnotation, nadv1.LegacyResourceNameAnnotation}
-	}
 	e := &explainer{
 		ctx: ctx, pod: pod, get: get, opts: opts,
 		x: &Explanation{
@@ -188,7 +182,6 @@ func Explain(ctx context.Context, pod *corev1.Pod, get NADGetter, opts Options) 
 			Selection:          []selection.Element{}, Attachments: []Attachment{},
 			Errors: []string{}, Notes: []string{},
 		},
-		nads: map[string]*nadv1.NetworkAttachmentDefinition{},
 	}
 	if err := e.run(); err != nil {
 		return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
@@ -221,205 +214,88 @@ func (x *Explanation) allAttachments() []*Attachment {
 func (e *explainer) run() error {
 	x, pod := e.x, e.pod
 	e.readStatus()
-	if pod.Spec.HostNetwork {
-		x.Errors = append(x.Errors, "spec.hostNetwork is true: the pod uses the node's network namespace, so no CNI plugin runs for it and its network selection is never honoured")
-		return nil
-	}
+	policy := podnetworks.Policy{DefaultNetworks: e.opts.DefaultNetworks, SystemNamespaces: e.opts.SystemNamespaces}
 	if e.opts.Isolation == nil {
 		x.Notes = append(x.Notes, "namespace isolation not checked: pass --namespace-isolation (and --global-namespaces) as multinetd is configured (spec §7.4)")
+	} else {
+		policy.Isolation = *e.opts.Isolation
 	}
-	if err := e.defaultNetwork(); err != nil {
+	v, err := podnetworks.Check(e.ctx, podnetworks.Pod{Namespace: pod.Namespace, Annotations: pod.Annotations, HostNetwork: pod.Spec.HostNetwork},
+		podnetworks.Options{Policy: policy, NADs: e, ResourceNameKeys: e.opts.ResourceNameKeys, DefaultIfName: e.opts.DefaultIfName})
+	if err != nil {
 		return err
 	}
-	v, ok := pod.Annotations[selection.NetworksAnnotation]
-	if !ok {
-		x.Notes = append(x.Notes, "no "+selection.NetworksAnnotation+" annotation: only the default network is attached")
-		return nil
-	}
-	elems, err := selection.Parse(v, pod.Namespace)
-	if err != nil {
-		for _, msg := range problems(err) {
-			x.Errors = append(x.Errors, "annotation "+selection.NetworksAnnotation+": "+msg)
-		}
-		return nil
-	}
-	x.Selection = append(x.Selection, elems...)
-	lists := make([]*libcni.NetworkConfigList, len(elems))
-	for i, el := range elems {
-		a := Attachment{Index: i, Network: el.Key(), Element: el}
-		var err error
-		if lists[i], err = e.resolve(&a); err != nil {
-			return err
-		}
-		x.Attachments = append(x.Attachments, a)
-	}
-	e.name()
-	for i := range x.Attachments {
-		e.plan(&x.Attachments[i], lists[i])
-	}
-	e.checkDevices()
-	return nil
-}
-
-// problems splits a selection error into its problems.
-func problems(err error) []string {
-	var ae *selection.AnnotationError
-	if !errors.As(err, &ae) {
-		return []string{err.Error()}
-	}
-	out := make([]string, len(ae.Problems))
-	for i, p := range ae.Problems {
-		out[i] = p.Error()
-	}
-	return out
-}
-
-func (e *explainer) readStatus() {
-	v, ok := e.pod.Annotations[status.Annotation]
-	if !ok {
-		return
-	}
-	list, err := status.Decode(v)
-	if err != nil {
-		e.x.NetworkStatusError = err.Error()
-		return
-	}
-	e.x.NetworkStatus = list
-}
-
-// defaultNetwork plans the pod's default-network override as the daemon
-// does: on the runtime's interface, isolation applying (§7.4).
-func (e *explainer) defaultNetwork() error {
-	x, pod := e.x, e.pod
-	v, ok := pod.Annotations[selection.DefaultNetworkAnnotation]
-	if !ok {
+	x.Selection = append(x.Selection, v.Elements...)
+	if v.DefaultNetwork != nil {
+		a := attachment(v.DefaultNetwork)
+		a.Notes = append(a.Notes, "the default network also gets the keys of the container runtime's runtimeConfig that its plugins declare (spec §7.5); they are not visible from the API")
+		x.DefaultNetwork = &a
+	} else if _, ok := pod.Annotations[selection.DefaultNetworkAnnotation]; !ok {
 		x.Notes = append(x.Notes, fmt.Sprintf("%s: the cluster-wide default network, from multinetd's configuration on the node (not visible from the API; spec §6)", e.opts.DefaultIfName))
-		return nil
 	}
-	el, err := selection.ParseDefaultNetwork(v, pod.Namespace)
-	if err != nil {
-		for _, msg := range problems(err) {
-			x.Errors = append(x.Errors, "annotation "+selection.DefaultNetworkAnnotation+": "+msg)
+	for i := range v.DefaultNetworks {
+		d := &v.DefaultNetworks[i]
+		x.Notes = append(x.Notes, fmt.Sprintf("%s: network %s of multinetd's defaultNetworks (--default-networks), before the pod's own networks", d.IfName, d.NetworkKey))
+	}
+	if _, ok := pod.Annotations[selection.NetworksAnnotation]; !ok {
+		x.Notes = append(x.Notes, "no "+selection.NetworksAnnotation+" annotation: only the default network is attached")
+	}
+	for i := range v.Attachments {
+		x.Attachments = append(x.Attachments, attachment(&v.Attachments[i]))
+	}
+	for _, p := range append(v.Problems, v.DeviceProblems(pod)...) {
+		switch a := x.attachmentOf(p); {
+		case a == nil:
+			x.Errors = append(x.Errors, p.Error())
+		case a.Error == "":
+			a.Error = p.Error()
+		default:
+			a.Error += "; " + p.Error()
 		}
-		return nil
 	}
-	el.InterfaceRequest = e.opts.DefaultIfName
-	a := Attachment{Index: -1, Network: el.Key(), Interface: e.opts.DefaultIfName, Element: *el}
-	list, err := e.resolve(&a)
-	if err != nil {
-		return err
+	for i := range x.Attachments {
+		a := &x.Attachments[i]
+		if a.ResourceName != "" && a.Error == "" {
+			a.Notes = append(a.Notes, fmt.Sprintf("deviceID: device %d of resource %s that kubelet allocates to the pod, found through PodResources on the node and passed as runtimeConfig deviceID (or top-level deviceID of the first plugin)", v.Attachments[i].Device, a.ResourceName))
+		}
 	}
-	e.plan(&a, list)
-	a.Notes = append(a.Notes, "the default network also gets the keys of the container runtime's runtimeConfig that its plugins declare (spec §7.5); they are not visible from the API")
-	x.DefaultNetwork = &a
 	return nil
 }
 
-// resolve checks isolation, looks the NAD up and resolves its config list.
-// It returns the list to plan with: the real one, a stand-in when the
-// config is on the node, or nil when the attachment fails.
-func (e *explainer) resolve(a *Attachment) (*libcni.NetworkConfigList, error) {
-	el := a.Element
-	if e.opts.Isolation != nil {
-		if err := e.opts.Isolation.Check(e.pod.Namespace, el); err != nil {
-			a.Error = err.Error()
-			return nil, nil
-		}
-	}
-	nad, err := e.nad(el.Namespace, el.Name)
-	if err != nil {
-		return nil, err
-	}
-	if nad == nil {
-		a.Error = fmt.Sprintf("NetworkAttachmentDefinition %s not found: multinetd fails the attachment (spec §3.4.1)", a.Network)
-		return nil, nil
-	}
-	a.NADFound = true
-	for _, k := range e.opts.ResourceNameKeys {
-		if v := nad.Annotations[k]; v != "" {
-			a.ResourceName = v
-			break
-		}
-	}
-	if strings.TrimSpace(nad.Spec.Config) == "" {
-		a.ConfigSource = SourceNode
-		a.Notes = append(a.Notes, fmt.Sprintf("NetworkAttachmentDefinition %s has no spec.config: multinetd uses the CNI config named %q in the node's CNI conf dir (spec §3.4.1), which the CLI cannot see; it fails the attachment when there is none, or when no plugin declares a capability runtimeConfig needs", a.Network, el.Name))
-		return netconf.Resolve(el.Namespace, el.Name, standInConfig, nil)
-	}
-	a.ConfigSource = SourceSpecConfig
-	list, err := netconf.Resolve(el.Namespace, el.Name, nad.Spec.Config, nil)
-	if err != nil {
-		a.Error = err.Error()
-		return nil, nil
-	}
-	return list, nil
-}
-
-// nad returns the NAD namespace/name, nil when it does not exist.
-func (e *explainer) nad(namespace, name string) (*nadv1.NetworkAttachmentDefinition, error) {
-	key := namespace + "/" + name
-	if nad, ok := e.nads[key]; ok {
-		return nad, nil
-	}
-	nad, err := e.get(e.ctx, namespace, name)
+// attachmentOf returns the attachment problem p is about, nil when it is
+// about the pod as a whole.
+func (x *Explanation) attachmentOf(p podnetworks.Problem) *Attachment {
 	switch {
-	case apierrors.IsNotFound(err):
-		nad = nil
-	case err != nil:
-		return nil, fmt.Errorf("NetworkAttachmentDefinition %s: %w", key, err)
+	case p.Annotation == selection.NetworksAnnotation && p.Index >= 0 && p.Index < len(x.Attachments):
+		return &x.Attachments[p.Index]
+	case p.Annotation == selection.DefaultNetworkAnnotation && x.DefaultNetwork != nil:
+		return x.DefaultNetwork
 	}
-	e.nads[key] = nad
-	return nad, nil
+	return nil
 }
 
-// name decides the interface names as the daemon does (spec §4.1.2.1.5),
-// with a stand-in config for networks whose config is not known, so that
-// every attachment shows its name even when another one would fail.
-func (e *explainer) name() {
-	x := e.x
-	standIn, err := netconf.Resolve(e.pod.Namespace, "stand-in", standInConfig, nil)
-	if err != nil { // a constant config: cannot happen
-		x.Errors = append(x.Errors, "internal: stand-in config: "+err.Error())
-		return
+// attachment is the explanation of a planned attachment: its config, the
+// runtimeConfig each plugin gets, and what the CLI cannot see.
+func attachment(p *podnetworks.Attachment) Attachment {
+	a := Attachment{Index: p.Index, Network: p.NetworkKey, Interface: p.IfName, Element: p.Element,
+		NADFound: p.NAD != nil, ResourceName: p.Resource}
+	if p.Note != "" {
+		a.Notes = append(a.Notes, p.Note)
 	}
-	nets := make([]netconf.Network, len(x.Attachments))
-	for i, a := range x.Attachments {
-		nets[i] = netconf.Network{Element: a.Element, ConfList: standIn}
-	}
-	named, err := netconf.Plan(nets, netconf.PlanOptions{DefaultIfName: e.opts.DefaultIfName})
-	if err != nil {
-		x.Errors = append(x.Errors, "annotation "+selection.NetworksAnnotation+": "+err.Error())
-		if named, err = netconf.Plan(nets, netconf.PlanOptions{}); err != nil {
-			return
+	switch p.Config {
+	case podnetworks.ConfigSpec:
+		a.ConfigSource = SourceSpecConfig
+	case podnetworks.ConfigNode, podnetworks.ConfigUnknown:
+		if p.NAD != nil {
+			a.ConfigSource = SourceNode
 		}
 	}
-	for i := range named {
-		x.Attachments[i].Interface = named[i].IfName
+	if !p.Planned {
+		return a
 	}
-}
-
-// plan plans one attachment alone, on the interface name it gets among all
-// of them, and fills in its config, runtimeConfig and plugins.
-func (e *explainer) plan(a *Attachment, list *libcni.NetworkConfigList) {
-	if list == nil || a.Interface == "" {
-		return
-	}
-	el := a.Element
-	el.InterfaceRequest = a.Interface
-	planned, err := netconf.Plan([]netconf.Network{{Element: el, ConfList: list}}, netconf.PlanOptions{})
-	if err != nil {
-		// Plan wraps the reason in "network ... (selection element 0, ...)";
-		// the attachment already says which network it is.
-		if inner := errors.Unwrap(err); inner != nil {
-			err = inner
-		}
-		a.Error = err.Error()
-		return
-	}
-	p := planned[0]
 	a.RuntimeConfig = p.CapabilityArgs
 	if a.ConfigSource != SourceSpecConfig {
-		return
+		return a
 	}
 	a.Config = json.RawMessage(p.ConfList.Bytes)
 	for _, pl := range p.ConfList.Plugins {
@@ -435,45 +311,20 @@ func (e *explainer) plan(a *Attachment, list *libcni.NetworkConfigList) {
 	if netconf.Declares(p.ConfList, netconf.CapDeviceInfoFile) {
 		a.Notes = append(a.Notes, "a plugin declares "+netconf.CapDeviceInfoFile+": multinetd passes it the path of the attachment's CNI device-info file on the node")
 	}
+	return a
 }
 
-// checkDevices checks that the pod requests a device of each NAD resource
-// for every attachment that needs one: multinetd gives the Nth attachment of
-// a resource the Nth device kubelet allocated to the pod, and fails the
-// attachment when there is none.
-func (e *explainer) checkDevices() {
-	used := map[string]int64{}
-	for i := range e.x.Attachments {
-		a := &e.x.Attachments[i]
-		r := a.ResourceName
-		if r == "" || a.Error != "" {
-			continue
-		}
-		used[r]++
-		have := requested(e.pod, corev1.ResourceName(r))
-		if used[r] > have {
-			a.Error = fmt.Sprintf("needs device %d of resource %s but the pod's containers request %d (the admission webhook adds the requests of the pod's networks; was the pod admitted without it?)", used[r], r, have)
-			continue
-		}
-		a.Notes = append(a.Notes, fmt.Sprintf("deviceID: device %d of resource %s that kubelet allocates to the pod, found through PodResources on the node and passed as runtimeConfig deviceID (or top-level deviceID of the first plugin)", used[r], r))
+func (e *explainer) readStatus() {
+	v, ok := e.pod.Annotations[status.Annotation]
+	if !ok {
+		return
 	}
-}
-
-// requested returns how many units of resource the pod's containers request
-// (limits, or requests where no limit is set; extended resources have both
-// equal).
-func requested(pod *corev1.Pod, name corev1.ResourceName) int64 {
-	var n int64
-	for _, c := range pod.Spec.Containers {
-		q, ok := c.Resources.Limits[name]
-		if !ok {
-			q, ok = c.Resources.Requests[name]
-		}
-		if ok {
-			n += q.Value()
-		}
+	list, err := status.Decode(v)
+	if err != nil {
+		e.x.NetworkStatusError = err.Error()
+		return
 	}
-	return n
+	e.x.NetworkStatus = list
 }
 
 // matchStatus attaches each network-status entry to the attachment of the

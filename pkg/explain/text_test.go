@@ -36,7 +36,7 @@ func TestWriteText(t *testing.T) {
 		`      config:        {"cniVersion":"1.0.0","name":"net-a","plugins":[{"args":{"cni":{"keep":"yes","over":"nad","x":1}},"bridge":"br-a","type":"bridge"},`,
 		"      status:        net1  ns1/net-a  mac 02:00:00:00:00:01\n",
 		"      note:          deviceID: device 1 of resource example.com/pool",
-		"  [1] ns1/gone -> net2: FAIL\n      error:         NetworkAttachmentDefinition ns1/gone not found",
+		"  [1] ns1/gone -> net2: FAIL\n      error:         metadata.annotations[\"k8s.v1.cni.cncf.io/networks\"]: networks[1] \"gone\": NetworkAttachmentDefinition ns1/gone not found (spec §3.4.1)",
 		"Notes:\n  - namespace isolation not checked",
 		"Network status:\n  eth0  default-net  ips 10.0.0.2  mac 02:00:00:00:00:09    default\n  net1  ns1/net-a                  mac 02:00:00:00:00:01\n",
 		"Result:    FAIL: 1 of 2 attachment(s) would fail, so multinetd fails the pod's network setup\n",

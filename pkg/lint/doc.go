@@ -7,7 +7,7 @@
 //
 // Decode reads YAML or JSON streams into Objects; Lint returns one Result per
 // Object; WriteText and WriteJSON print them. The rules are those of
-// pkg/selection (Parse) and pkg/netconf (Resolve, Plan), so lint and the
-// daemon cannot disagree. The package does no I/O of its own beyond the
+// pkg/podnetworks (Check, CheckNAD), which the webhook and multinetd apply,
+// so lint, admission and the daemon cannot disagree. The package does no I/O of its own beyond the
 // writers it is given and keeps no global state.
 package lint

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
+	"github.com/multinet/multinet/pkg/podnetworks"
 )
 
 // DefaultNamespace is the namespace of objects without metadata.namespace
@@ -32,6 +33,10 @@ type Options struct {
 	// defines some NetworkAttachmentDefinition in that namespace, and a note
 	// otherwise (docs/decisions/lint.md).
 	RequireNADs bool
+	// Policy is multinetd's configuration that decides a pod's networks
+	// besides its annotations (namespace isolation, defaultNetworks,
+	// systemNamespaces); the zero value is multinetd's default.
+	Policy podnetworks.Policy
 }
 
 // Result is the verdict on one object of the input. Its JSON form is the
@@ -73,16 +78,19 @@ type Result struct {
 // Lint checks objs, read by Decode from one or more manifests, and returns
 // one Result per object in the same order:
 //
-//   - NetworkAttachmentDefinition (k8s.cni.cncf.io/v1): the name (spec §3.3),
-//     the resourceName annotation (spec 001, 002), spec.config as the daemon
-//     resolves it (spec §3.4.1, §3.4.2; netconf.Resolve);
+//   - NetworkAttachmentDefinition (k8s.cni.cncf.io/v1): podnetworks.CheckNAD,
+//     the rules the webhook applies (the name, spec §3.3; the resourceName
+//     annotation, spec 001, 002; spec.config as the daemon resolves it,
+//     §3.4.1, §3.4.2);
 //   - Pod, and the pod template of PodTemplate, ReplicationController,
-//     Deployment, StatefulSet, DaemonSet, ReplicaSet, Job and CronJob: the
-//     k8s.v1.cni.cncf.io/networks annotation (spec §4.1, selection.Parse)
-//     and v1.multus-cni.io/default-network; each selected network against
-//     the NetworkAttachmentDefinitions of the input (capabilities, spec
-//     §4.1.2.1.x.2, and interface names, §4.1.2.1.5, through netconf.Plan
-//     with the default network on "eth0");
+//     Deployment, StatefulSet, DaemonSet, ReplicaSet, Job and CronJob:
+//     podnetworks.Check, the rules the webhook and multinetd apply (the
+//     k8s.v1.cni.cncf.io/networks and v1.multus-cni.io/default-network
+//     annotations, hostNetwork, namespace isolation per Options.Policy, each
+//     selected network against the NetworkAttachmentDefinitions of the
+//     input: capabilities, cni-args, interface names with the default
+//     network on "eth0"), each problem prefixed with the template's path;
+//     and misspelt or misplaced selection annotations;
 //   - every checked object is decoded strictly, so unknown and repeated
 //     fields are errors, as kubectl apply's server-side validation makes them;
 //   - objects of other kinds are Skipped.
@@ -120,11 +128,10 @@ type linter struct {
 	opts   Options
 	scheme *runtime.Scheme
 	codec  runtime.Decoder
-	// standIn is the spec.config used for networks whose config is unknown.
-	standIn string
-	// nads by "namespace/name"; nadNamespaces: namespaces the input defines
-	// any NetworkAttachmentDefinition in.
-	nads          map[string]*nadEntry
+	// nads by "namespace/name", nil for one that cannot be decoded;
+	// nadNamespaces: namespaces the input defines any
+	// NetworkAttachmentDefinition in.
+	nads          map[string]*nadv1.NetworkAttachmentDefinition
 	nadNamespaces map[string]bool
 	// seen maps "kind namespace/name" to the Source of its first object.
 	seen map[string]string
@@ -140,16 +147,11 @@ func newLinter(opts Options) (*linter, error) {
 			return nil, fmt.Errorf("lint: build API scheme: %w", err)
 		}
 	}
-	standIn, err := standInConfig()
-	if err != nil {
-		return nil, err
-	}
 	return &linter{
 		opts:          opts,
 		scheme:        scheme,
 		codec:         kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, scheme, scheme, kjson.SerializerOptions{Strict: true}),
-		standIn:       standIn,
-		nads:          map[string]*nadEntry{},
+		nads:          map[string]*nadv1.NetworkAttachmentDefinition{},
 		nadNamespaces: map[string]bool{},
 		seen:          map[string]string{},
 	}, nil
@@ -289,7 +291,7 @@ func (l *linter) lintWorkload(r *Result, obj runtime.Object) {
 	path, _ := templatePath(obj.GetObjectKind().GroupVersionKind().GroupKind())
 	for _, key := range []string{nadv1.NetworksAnnotation, defaultNetworkAnnotation} {
 		if _, ok := own.Annotations[key]; ok {
-			r.Errors = append(r.Errors, fmt.Sprintf("metadata.annotations[%s]: on a %s this annotation selects nothing: pods take their annotations from %smetadata.annotations", key, r.Kind, path))
+			r.Errors = append(r.Errors, fmt.Sprintf("%s: on a %s this annotation selects nothing: pods take their annotations from %smetadata.annotations", podnetworks.AnnotationField(key), r.Kind, path))
 		}
 	}
 	if tmpl == nil { // a ReplicationController without a template
@@ -311,20 +313,4 @@ func strictMessage(err error) string {
 		}
 	}
 	return msg
-}
-
-// joinErrors flattens err into messages: each error of an error tree that
-// unwraps to several (errors.Join, *selection.AnnotationError), others as one.
-func joinErrors(err error) []string {
-	if u, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []string
-		for _, e := range u.Unwrap() {
-			out = append(out, joinErrors(e)...)
-		}
-		return out
-	}
-	if err == nil {
-		return nil
-	}
-	return []string{err.Error()}
 }

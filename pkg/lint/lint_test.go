@@ -116,7 +116,7 @@ const (
 	noCapsConf   = `{"cniVersion":"1.0.0","type":"bridge"}`
 	badArgsConf  = `{"cniVersion":"1.0.0","type":"bridge","args":"not an object"}`
 	badTypeConf  = `{"cniVersion":"0.3.1","plugins":[{"type":"bridge"},{"type":"../bin/sh"}]}`
-	networksAnno = "metadata.annotations[k8s.v1.cni.cncf.io/networks]: "
+	networksAnno = `metadata.annotations["k8s.v1.cni.cncf.io/networks"]: `
 )
 
 func TestLintNetworkAttachmentDefinitions(t *testing.T) {
@@ -171,10 +171,10 @@ func TestLintNetworkAttachmentDefinitions(t *testing.T) {
 				"apiVersion: k8s.cni.cncf.io/v1\nkind: NetworkAttachmentDefinition\nmetadata:\n  name: legacy\n  annotations:\n    kubernetes.v1.cni.cncf.io/resourceName: abc-plugin.io/ctr-net\nspec: {config: '" + noCapsConf + "'}\n",
 			[]want{
 				{kind: "NetworkAttachmentDefinition", ns: "default", name: "ok"},
-				{kind: "NetworkAttachmentDefinition", ns: "default", name: "nodomain", errors: []string{`metadata.annotations[k8s.v1.cni.cncf.io/resourceName]: "sriov": must be vendor-domain/resourcetype`}},
+				{kind: "NetworkAttachmentDefinition", ns: "default", name: "nodomain", errors: []string{`metadata.annotations["k8s.v1.cni.cncf.io/resourceName"]: resourceName "sriov": must be vendor-domain/type`}},
 				{kind: "NetworkAttachmentDefinition", ns: "default", name: "native", errors: []string{"the kubernetes.io domain is reserved"}},
-				{kind: "NetworkAttachmentDefinition", ns: "default", name: "badname", errors: []string{`metadata.annotations[k8s.v1.cni.cncf.io/resourceName]: "example.com/-x-": name part must consist of`}},
-				{kind: "NetworkAttachmentDefinition", ns: "default", name: "legacy", notes: []string{"metadata.annotations[kubernetes.v1.cni.cncf.io/resourceName]: the spelling of the cni-dp proposal (spec 001)"}},
+				{kind: "NetworkAttachmentDefinition", ns: "default", name: "badname", errors: []string{`metadata.annotations["k8s.v1.cni.cncf.io/resourceName"]: resourceName "example.com/-x-": name part must consist of`}},
+				{kind: "NetworkAttachmentDefinition", ns: "default", name: "legacy", notes: []string{`metadata.annotations["kubernetes.v1.cni.cncf.io/resourceName"]: the spelling of the cni-dp proposal (spec 001)`}},
 			}},
 		{"pods select a NetworkAttachmentDefinition by name: generateName alone is not enough",
 			"apiVersion: k8s.cni.cncf.io/v1\nkind: NetworkAttachmentDefinition\nmetadata: {generateName: net-}\n",
@@ -226,15 +226,15 @@ func TestLintPods(t *testing.T) {
 			nad("", "plain", noCapsConf) + pod("", "p", `[{"name":"plain"},{"name":"plain","mac":"02:00:00:00:00:01"}]`), Options{},
 			[]want{
 				{kind: "NetworkAttachmentDefinition", ns: "default", name: "plain"},
-				{kind: "Pod", ns: "default", name: "p", errors: []string{networksAnno + `network "default/plain" (selection element 1, interface "net2"): selection element key "mac" needs runtimeConfig "mac", but no plugin of CNI config "plain" declares`},
+				{kind: "Pod", ns: "default", name: "p", errors: []string{networksAnno + `networks[1] "plain": field "mac": needs runtimeConfig "mac", but no plugin of CNI config "plain" declares "capabilities": {"mac": true} (spec §4.1.2.1.4.2)`},
 					networks: `[{"name":"plain","namespace":"default","interface":"net1"},{"name":"plain","namespace":"default","mac":"02:00:00:00:00:01","interface":"net2"}]`},
 			}},
 		{"§4.1.2.1.x.2 each network's missing capabilities are reported, with the network after it (a NAD later in the input)",
 			pod("", "p", `[{"name":"plain","ips":["10.0.0.1"]},{"name":"static","mac":"02:00:00:00:00:01"},{"name":"plain","portMappings":[{"hostPort":1,"containerPort":2}]}]`) + nad("", "plain", noCapsConf) + nad("", "static", capsConf), Options{},
 			[]want{
 				{kind: "Pod", ns: "default", name: "p", errors: []string{
-					`network "default/plain" (selection element 0, interface "net1"): selection element key "ips"`,
-					`network "default/plain" (selection element 2, interface "net3"): selection element key "portMappings"`},
+					networksAnno + `networks[0] "plain": field "ips": needs runtimeConfig "ips"`,
+					networksAnno + `networks[2] "plain": field "portMappings": needs runtimeConfig "portMappings"`},
 					networks: `[{"name":"plain","namespace":"default","ips":["10.0.0.1"],"interface":"net1"},{"name":"static","namespace":"default","mac":"02:00:00:00:00:01","interface":"net2"},{"name":"plain","namespace":"default","interface":"net3","portMappings":[{"hostPort":1,"containerPort":2,"protocol":"tcp"}]}]`},
 				{kind: "NetworkAttachmentDefinition", ns: "default", name: "plain"},
 				{kind: "NetworkAttachmentDefinition", ns: "default", name: "static"},
@@ -247,7 +247,7 @@ func TestLintPods(t *testing.T) {
 			nad("", "plain", noCapsConf) + pod("", "p", "plain@eth0"), Options{},
 			[]want{
 				{kind: "NetworkAttachmentDefinition", ns: "default", name: "plain"},
-				{kind: "Pod", ns: "default", name: "p", errors: []string{networksAnno + `network "default/plain" (selection element 0): interface "eth0" is used by the default network`},
+				{kind: "Pod", ns: "default", name: "p", errors: []string{networksAnno + `networks[0] "plain": field "interface": "eth0" is used by the default network (spec §4.1.2.1.5)`},
 					networks: `[{"name":"plain","namespace":"default","interface":"eth0"}]`},
 			}},
 		{"§4.1.2.1.5, §4.1.2.1.4.2 a request for eth0 does not hide a missing capability of another element",
@@ -255,8 +255,8 @@ func TestLintPods(t *testing.T) {
 			[]want{
 				{kind: "NetworkAttachmentDefinition", ns: "default", name: "plain"},
 				{kind: "Pod", ns: "default", name: "p", errors: []string{
-					networksAnno + `network "default/plain" (selection element 0): interface "eth0" is used by the default network`,
-					networksAnno + `network "default/plain" (selection element 1, interface "net1"): selection element key "mac" needs runtimeConfig "mac"`},
+					networksAnno + `networks[0] "plain": field "interface": "eth0" is used by the default network (spec §4.1.2.1.5)`,
+					networksAnno + `networks[1] "plain": field "mac": needs runtimeConfig "mac"`},
 					networks: `[{"name":"plain","namespace":"default","interface":"eth0"},{"name":"plain","namespace":"default","mac":"02:00:00:00:00:01","interface":"net1"}]`},
 			}},
 		{"§4.1.2.1.4 a bad value: the error names the element and the field; no networks",
@@ -273,33 +273,34 @@ func TestLintPods(t *testing.T) {
 			[]want{
 				{kind: "NetworkAttachmentDefinition", ns: "blue", name: "net-a"},
 				{kind: "Pod", ns: "blue", name: "p",
-					errors:   []string{`network "blue/net-b" (selection element 0): NetworkAttachmentDefinition blue/net-b is not in the input (the input defines other NetworkAttachmentDefinitions in namespace blue)`},
-					notes:    []string{"NetworkAttachmentDefinition red/net-c is not in the input; its config and capabilities are not checked"},
+					errors: []string{networksAnno + `networks[0] "net-b": NetworkAttachmentDefinition blue/net-b not found (spec §3.4.1)`},
+					notes: []string{networksAnno + `networks[1] "net-c": NetworkAttachmentDefinition red/net-c is not in the input; its config and capabilities are not checked`,
+						"NetworkAttachmentDefinition blue/net-b is not in the input and is taken as missing (the input defines other NetworkAttachmentDefinitions in namespace blue)"},
 					networks: `[{"name":"net-b","namespace":"blue","interface":"net1"},{"name":"net-c","namespace":"red","interface":"net2"}]`},
 			}},
 		{"--require-nads: every missing NetworkAttachmentDefinition is an error",
 			pod("", "p", "net-a"), Options{RequireNADs: true},
-			[]want{{kind: "Pod", ns: "default", name: "p", errors: []string{"NetworkAttachmentDefinition default/net-a is not in the input (--require-nads)"},
+			[]want{{kind: "Pod", ns: "default", name: "p", errors: []string{"NetworkAttachmentDefinition default/net-a not found"}, notes: []string{"NetworkAttachmentDefinition default/net-a is not in the input and is taken as missing (--require-nads)"},
 				networks: `[{"name":"net-a","namespace":"default","interface":"net1"}]`}}},
 		{"a selected NetworkAttachmentDefinition without spec.config: capabilities not checked",
 			nad("", "disk", "") + pod("", "p", `[{"name":"disk","mac":"02:00:00:00:00:01"}]`), Options{},
 			[]want{
 				{kind: "NetworkAttachmentDefinition", ns: "default", name: "disk", notes: []string{"spec.config: not set"}},
-				{kind: "Pod", ns: "default", name: "p", notes: []string{"NetworkAttachmentDefinition default/disk has no spec.config"},
+				{kind: "Pod", ns: "default", name: "p", notes: []string{networksAnno + `networks[0] "disk": NetworkAttachmentDefinition default/disk has no spec.config: multinetd uses the CNI config named "disk" in the node's CNI conf dir`},
 					networks: `[{"name":"disk","namespace":"default","mac":"02:00:00:00:00:01","interface":"net1"}]`},
 			}},
 		{"a selected NetworkAttachmentDefinition with an unusable spec.config fails the attachment",
 			nad("", "broken", badTypeConf) + pod("", "p", "broken"), Options{},
 			[]want{
 				{kind: "NetworkAttachmentDefinition", ns: "default", name: "broken", errors: []string{"spec.config: field plugins[1].type"}},
-				{kind: "Pod", ns: "default", name: "p", errors: []string{`network "default/broken" (selection element 0): NetworkAttachmentDefinition default/broken is invalid`},
+				{kind: "Pod", ns: "default", name: "p", errors: []string{networksAnno + `networks[0] "broken": NetworkAttachmentDefinition default/broken: spec.config: field plugins[1].type: "../bin/sh" contains a path separator`},
 					networks: `[{"name":"broken","namespace":"default","interface":"net1"}]`},
 			}},
 		{"§4.1.2.1.6.2 cni-args cannot be merged into a config whose args is not an object",
 			nad("", "n", badArgsConf) + pod("", "p", `[{"name":"n","cni-args":{"k":"v"}}]`), Options{},
 			[]want{
 				{kind: "NetworkAttachmentDefinition", ns: "default", name: "n"},
-				{kind: "Pod", ns: "default", name: "p", errors: []string{`network "default/n" (selection element 0, interface "net1"): CNI config "n" plugins[0].args`},
+				{kind: "Pod", ns: "default", name: "p", errors: []string{networksAnno + `networks[0] "n": field "cni-args": cannot be merged into CNI config "n" plugins[0].args: not a JSON object: "not an object" (spec §4.1.2.1.6.2)`},
 					networks: `[{"name":"n","namespace":"default","interface":"net1","cni-args":{"k":"v"}}]`},
 			}},
 		{"default-network annotation: interface refused; its NetworkAttachmentDefinition checked like the others",
@@ -310,8 +311,9 @@ func TestLintPods(t *testing.T) {
 			Options{},
 			[]want{
 				{kind: "NetworkAttachmentDefinition", ns: "default", name: "plain"},
-				{kind: "Pod", ns: "default", name: "a", errors: []string{`metadata.annotations[v1.multus-cni.io/default-network]: default-network[0] "plain": field "interface"`}},
-				{kind: "Pod", ns: "default", name: "b", errors: []string{`metadata.annotations[v1.multus-cni.io/default-network]: default network "default/gone": NetworkAttachmentDefinition default/gone is not in the input`}},
+				{kind: "Pod", ns: "default", name: "a", errors: []string{`metadata.annotations["v1.multus-cni.io/default-network"]: default-network[0] "plain": field "interface"`}},
+				{kind: "Pod", ns: "default", name: "b", errors: []string{`metadata.annotations["v1.multus-cni.io/default-network"]: default-network[0] "gone": NetworkAttachmentDefinition default/gone not found (spec §3.4.1)`},
+					notes: []string{"NetworkAttachmentDefinition default/gone is not in the input and is taken as missing (the input defines other NetworkAttachmentDefinitions in namespace default)"}},
 				{kind: "Pod", ns: "default", name: "c"},
 			}},
 		{"hostNetwork pods never run CNI, so their selection is never honoured",
@@ -323,8 +325,8 @@ func TestLintPods(t *testing.T) {
 			"apiVersion: v1\nkind: Pod\nmetadata:\n  name: t\n  annotations:\n    k8s.v1.cni.cncf.io/network: net-a\n    K8s.v1.cni.cncf.io/Networks: net-a\n    k8s.v1.cni.cncf.io/network-status: '[]'\n    k8s.v1.cni.cncf.io/other: x\n    example.com/networks: x\n",
 			Options{},
 			[]want{{kind: "Pod", ns: "default", name: "t",
-				errors: []string{"metadata.annotations[K8s.v1.cni.cncf.io/Networks]: unknown annotation, so no network is selected: did you mean k8s.v1.cni.cncf.io/networks?", "metadata.annotations[k8s.v1.cni.cncf.io/network]: unknown annotation"},
-				notes:  []string{"metadata.annotations[k8s.v1.cni.cncf.io/network-status]: written by the implementation", "metadata.annotations[k8s.v1.cni.cncf.io/other]: not a pod annotation of the spec"}}}},
+				errors: []string{`metadata.annotations["K8s.v1.cni.cncf.io/Networks"]: unknown annotation, so no network is selected: did you mean k8s.v1.cni.cncf.io/networks?`, `metadata.annotations["k8s.v1.cni.cncf.io/network"]: unknown annotation`},
+				notes:  []string{`metadata.annotations["k8s.v1.cni.cncf.io/network-status"]: written by the implementation`, `metadata.annotations["k8s.v1.cni.cncf.io/other"]: not a pod annotation of the spec`}}}},
 		{"unknown fields and bad field types",
 			"apiVersion: v1\nkind: Pod\nmetadata:\n  name: u\n  anotations: {k8s.v1.cni.cncf.io/networks: net-a}\n---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: v\nspec: {containers: x}\n",
 			Options{},
@@ -385,8 +387,8 @@ func TestLintWorkloads(t *testing.T) {
 		t.Run(tc.kind, func(t *testing.T) {
 			in := "apiVersion: " + tc.apiVersion + "\nkind: " + tc.kind + "\nmetadata:\n  name: w\n  namespace: team\n  annotations:\n    k8s.v1.cni.cncf.io/networks: a\n" + tc.spec
 			checkResults(t, lintYAML(t, in, Options{}), []want{{kind: tc.kind, ns: "team", name: "w", errors: []string{
-				"metadata.annotations[k8s.v1.cni.cncf.io/networks]: on a " + tc.kind + " this annotation selects nothing: pods take their annotations from " + tc.path + "metadata.annotations",
-				tc.path + `metadata.annotations[k8s.v1.cni.cncf.io/networks]: networks[0] "a": field "mac"`,
+				`metadata.annotations["k8s.v1.cni.cncf.io/networks"]: on a ` + tc.kind + " this annotation selects nothing: pods take their annotations from " + tc.path + "metadata.annotations",
+				tc.path + `metadata.annotations["k8s.v1.cni.cncf.io/networks"]: networks[0] "a": field "mac"`,
 			}}})
 		})
 	}

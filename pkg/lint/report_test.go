@@ -19,12 +19,12 @@ func TestWriteText(t *testing.T) {
 	rs := reportInput(t)
 	// The lines after the valid pod are the same with and without notes.
 	const tail = `invalid  Pod default/bad (in.yaml:15)
-    metadata.annotations[k8s.v1.cni.cncf.io/networks]: networks[0] "disk": field "mac": "zz" is not a 6-byte MAC address (spec §4.1.2.1.4)
+    metadata.annotations["k8s.v1.cni.cncf.io/networks"]: networks[0] "disk": field "mac": "zz" is not a 6-byte MAC address (spec §4.1.2.1.4)
 ok  Pod default/gen-* (0 networks)
 skipped  ConfigMap x/c
 5 objects: 3 valid, 1 invalid, 1 skipped
 `
-	const diskNote = `    note: metadata.annotations[k8s.v1.cni.cncf.io/networks]: network "default/disk" (selection element %d): NetworkAttachmentDefinition default/disk has no spec.config; the node's CNI config is used, so capabilities are not checked
+	const diskNote = `    note: metadata.annotations["k8s.v1.cni.cncf.io/networks"]: networks[%d] "disk": NetworkAttachmentDefinition default/disk has no spec.config: multinetd uses the CNI config named "disk" in the node's CNI conf dir (spec §3.4.1), which is not visible here; its capabilities are not checked
 `
 	for _, tc := range []struct {
 		notes bool

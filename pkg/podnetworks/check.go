@@ -154,6 +154,9 @@ type Attachment struct {
 	Config ConfigSource
 	// Planned: the attachment was planned without a problem.
 	Planned bool
+	// Note says what was not checked about it (its NAD is not known, its
+	// config lives on the node); also in Verdict.Notes.
+	Note string
 }
 
 // Verdict is what Check decided about a pod's network selection.
@@ -302,12 +305,17 @@ func (c *checker) run() error {
 	if err != nil {
 		return err
 	}
-	if overrideAllowed {
+	switch {
+	case overrideAllowed:
 		if err := c.planOverride(*override); err != nil {
 			return err
 		}
+	case override != nil: // forbidden: not looked up, not planned
+		v.DefaultNetwork = &Attachment{Attachment: netconf.Attachment{Index: -1, NetworkKey: override.Key(), IfName: c.opts.DefaultIfName, Element: *override}}
 	}
-	return c.planElements(allowed, reserved)
+	err = c.planElements(allowed, reserved)
+	c.numberDevices()
+	return err
 }
 
 // problem records p.
@@ -396,7 +404,7 @@ func (c *checker) defaultNetworks() (map[string]string, error) {
 	reserved := make(map[string]string, len(names))
 	for i, el := range elems {
 		a := Attachment{Attachment: netconf.Attachment{Index: -1, NetworkKey: el.Key(), IfName: names[i], Element: el},
-			NAD: results[i].nad, Resource: results[i].resource, Config: results[i].source}
+			NAD: results[i].nad, Resource: results[i].resource, Config: results[i].source, Note: results[i].note}
 		if results[i].list != nil && results[i].problem == "" && results[i].resource == "" {
 			planned, err := netconf.PlanAttachment(netconf.Network{Element: el, ConfList: results[i].list}, names[i])
 			if err == nil { // an element without keys always plans
@@ -427,6 +435,7 @@ func (c *checker) planOverride(el selection.Element) error {
 		c.elementProblem(ann, -1, el, "", "", r.problem, r.section)
 		return nil
 	case r.note != "":
+		a.Note = r.note
 		c.note(ann, -1, el, r.note)
 	}
 	c.plan(ann, -1, a, r.list)
@@ -473,6 +482,7 @@ func (c *checker) planElements(allowed []bool, reserved map[string]string) error
 			case r.problem != "":
 				c.elementProblem(ann, i, el, "", "", r.problem, r.section)
 			case r.note != "":
+				a.Note = r.note
 				c.note(ann, i, el, r.note)
 			}
 			if r.problem == "" && nameErrs[i] == nil {
@@ -481,7 +491,6 @@ func (c *checker) planElements(allowed []bool, reserved map[string]string) error
 		}
 		v.Attachments = append(v.Attachments, a)
 	}
-	c.numberDevices()
 	return nil
 }
 

@@ -1,9 +1,12 @@
 package podnetworks
 
 import (
+	"fmt"
 	"math"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/multinet/multinet/pkg/selection"
 )
 
 // Demand is what a verdict's attachments need of device resources: the
@@ -74,4 +77,37 @@ func SaturatingAdd(a, b int64) int64 {
 		return math.MaxInt64
 	}
 	return a + b
+}
+
+// DeviceProblems returns a Problem for each attachment of v (the override
+// included) that needs a device beyond what pod's app containers request of
+// its resource (PodRequest): kubelet allocates the pod exactly its requests,
+// and multinetd gives the n-th attachment of a resource the n-th device, so
+// that attachment would fail. The webhook adds the requests of the networks
+// a pod selects at creation; a pod's resources cannot change afterwards.
+func (v *Verdict) DeviceProblems(pod *corev1.Pod) []Problem {
+	have := map[string]int64{}
+	var out []Problem
+	check := func(annotation string, index int, a *Attachment) {
+		if a.Resource == "" {
+			return
+		}
+		h, ok := have[a.Resource]
+		if !ok {
+			h = PodRequest(pod, corev1.ResourceName(a.Resource))
+			have[a.Resource] = h
+		}
+		if a.Device <= h {
+			return
+		}
+		out = append(out, Problem{Annotation: annotation, Field: AnnotationField(annotation), Index: index,
+			Err: elementError(annotation, index, a.Element, "", "", fmt.Sprintf("needs device %d of resource %q, but the pod's containers request %d of it (the webhook adds the requests of the networks a pod selects when it is created; a pod's resources cannot change afterwards)", a.Device, a.Resource, h), "")})
+	}
+	if v.DefaultNetwork != nil {
+		check(selection.DefaultNetworkAnnotation, -1, v.DefaultNetwork)
+	}
+	for i := range v.Attachments {
+		check(selection.NetworksAnnotation, i, &v.Attachments[i])
+	}
+	return out
 }
