@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/multinet/multinet/internal/version"
+	"github.com/multinet/multinet/pkg/podnetworks"
 	"github.com/multinet/multinet/pkg/selection"
 	"github.com/multinet/multinet/pkg/webhook"
 	"github.com/multinet/multinet/pkg/webhook/certs"
@@ -64,8 +65,11 @@ func main() {
 	flag.StringVar(&c.Handlers.ContainerName, "inject-container", "", "name of the container that gets the resources (empty or absent: --inject-container-index)")
 	flag.IntVar(&c.Handlers.ContainerIndex, "inject-container-index", 0, "index of the container that gets the resources (out of range: 0)")
 	existing := flag.String("existing-requests", string(webhook.KeepExisting), "keep: the pod's existing requests count toward N; add: N is added to the container's existing value")
-	flag.BoolVar(&c.Handlers.Isolation.Enabled, "namespace-isolation", false, "pods may select only NADs in their own namespace and --global-namespaces (spec §7.4)")
+	isolation := flag.Bool("namespace-isolation", false, "pods may select only NADs in their own namespace and --global-namespaces (spec §7.4), as multinetd's namespaceIsolation")
 	globals := flag.String("global-namespaces", "", "comma-separated namespaces whose NADs every pod may select under --namespace-isolation (none by default, as multinetd's globalNamespaces)")
+	defaultNets := flag.String("default-networks", "", "comma-separated NADs namespace/name multinetd attaches to every pod on net1, net2, … (as multinetd's defaultNetworks): a pod may not request those interface names")
+	systemNS := flag.String("system-namespaces", "kube-system", "comma-separated namespaces whose pods do not get --default-networks (as multinetd's systemNamespaces)")
+	lookupFailure := flag.String("nad-lookup-failure", string(webhook.RejectOnLookupFailure), "when the API server does not answer a NAD lookup: reject (answer 503; the client retries) or admit (with a warning; multinetd checks the selection at ADD)")
 
 	klog.InitFlags(nil)
 	flag.Usage = func() {
@@ -88,7 +92,15 @@ func main() {
 	c.Registration.ExcludeNamespaces = appendUnique(splitList(*excluded), c.Namespace)
 	c.Handlers.ResourceNameAnnotations = splitList(*rnKeys)
 	c.Handlers.Existing = webhook.ExistingPolicy(*existing)
-	c.Handlers.Isolation = selection.IsolationPolicy{Enabled: c.Handlers.Isolation.Enabled, GlobalNamespaces: splitList(*globals)}
+	c.Handlers.Isolation = selection.IsolationPolicy{Enabled: *isolation, GlobalNamespaces: splitList(*globals)}
+	c.Handlers.OnLookupFailure = webhook.LookupFailurePolicy(*lookupFailure)
+	c.Handlers.SystemNamespaces = splitList(*systemNS)
+	nets, err := podnetworks.ParseDefaultNetworks(splitList(*defaultNets))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "--default-networks: %v\n", err)
+		os.Exit(2)
+	}
+	c.Handlers.DefaultNetworks = nets
 	c.CertSpec = certs.Spec{CAValidity: c.CertSpec.CAValidity, CertValidity: c.CertSpec.CertValidity}
 	for _, s := range splitList(*extraSANs) {
 		if ip := net.ParseIP(s); ip != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -68,19 +67,6 @@ func badRequest(err error) admission.Response {
 	return admission.Errored(http.StatusBadRequest, err)
 }
 
-// annotationField is the field path of annotation key, for messages.
-func annotationField(key string) string {
-	return "metadata.annotations[" + strconv.Quote(key) + "]"
-}
-
-// denial is an error that denies the request (HTTP 403) rather than failing
-// the handler.
-type denial struct{ msg string }
-
-func (d *denial) Error() string { return d.msg }
-
-func denyf(format string, args ...any) error { return &denial{msg: fmt.Sprintf(format, args...)} }
-
 // errNotSynced is returned while the NAD cache has not synced (HTTP 503).
 var errNotSynced = errors.New("NetworkAttachmentDefinition cache not synced yet")
 
@@ -92,14 +78,10 @@ func (w *Webhooks) checkSynced() error {
 	return nil
 }
 
-// respond turns an error into a denial (403), a 503 for errNotSynced, or an
-// internal error (500).
+// respond turns an error into a 503 for errNotSynced, or an internal
+// error (500).
 func respond(err error) admission.Response {
-	var d *denial
-	switch {
-	case errors.As(err, &d):
-		return admission.Denied(err.Error())
-	case errors.Is(err, errNotSynced):
+	if errors.Is(err, errNotSynced) {
 		return admission.Errored(http.StatusServiceUnavailable, err)
 	}
 	return admission.Errored(http.StatusInternalServerError, err)

@@ -4,26 +4,28 @@
 // for pods and NetworkAttachmentDefinitions (NPWG multi-net spec v1.3 §3, §4,
 // §7.4).
 //
-//   - MutatePods (path MutatePodsPath): on a Pod CREATE, every network the pod
-//     selects (k8s.v1.cni.cncf.io/networks, and the
-//     v1.multus-cni.io/default-network override) is looked up in a
-//     NetworkAttachmentDefinition cache; for each extended resource named by a
-//     NAD's resourceName annotation, N = number of attachments of NADs with
-//     that resource is added to the requests and limits of one container.
-//     A missing NAD denies the pod with a message naming "namespace/name";
-//     a malformed annotation or a selection forbidden by namespace
-//     isolation (§7.4) is denied before any lookup.
+//   - MutatePods (path MutatePodsPath): on a Pod CREATE, the pod's network
+//     selection is decided by podnetworks.Check (the rules multinetd applies
+//     at ADD and kubectl multinet lint offline) and denied with its message
+//     when invalid; for each extended resource named by a selected NAD's
+//     resourceName annotation, N = number of attachments of NADs with that
+//     resource is added to the requests and limits of one container.
 //   - ValidatePods (ValidatePodsPath): Pod CREATE, and UPDATE when a selection
-//     annotation changed: a malformed annotation is denied with pkg/selection's
-//     field-precise message; namespace isolation (§7.4) when enabled; on
-//     UPDATE, a selection needing more devices than the pod's containers
-//     hold is denied (pod resources are immutable).
-//   - ValidateNADs (ValidateNADsPath): NAD CREATE/UPDATE: spec.config that is
-//     not a usable CNI config (pkg/netconf's *ConfigError, field named) and a
-//     resourceName annotation that is not "vendor-domain/type" are denied.
+//     annotation changed (hot-plug): podnetworks.Check again, since other
+//     mutating webhooks may have changed the pod; on UPDATE, a selection
+//     needing more devices than the pod's containers hold is denied (pod
+//     resources are immutable).
+//   - ValidateNADs (ValidateNADsPath): NAD CREATE/UPDATE: podnetworks.CheckNAD
+//     (lint's NAD rules): spec.config that is not a usable CNI config (field
+//     named), a resourceName annotation that is not "vendor-domain/type", a
+//     name that is not a DNS-1123 subdomain.
 //
-// Handlers never call the API server: NADs come from an informer-backed
-// lister. Decisions are counted in Prometheus (see Metrics). The package has
+// docs/validation.md says which error appears where (admission, Event,
+// lint).
+//
+// NADs come from an informer-backed lister; one the cache does not have is
+// read once from the API server (Options.LiveNAD), and a failed read is
+// answered as Options.OnLookupFailure says. Decisions are counted in Prometheus (see Metrics). The package has
 // no global state; see pkg/webhook/server for the TLS server, certs and
 // webhook configurations. Interpretations: docs/decisions/webhook.md.
 package webhook

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
+	"github.com/multinet/multinet/pkg/podnetworks"
 	"github.com/multinet/multinet/pkg/selection"
 )
 
@@ -87,7 +88,10 @@ func reviewBody(t testing.TB, req admission.Request) []byte {
 
 // FuzzMutatePod builds pods from fuzzed selection annotations and existing
 // requests and checks MutatePods against a model: under KeepExisting the
-// pod's app containers request at least N of each resource afterwards,
+// pod's app containers request at least N of each resource afterwards
+// (a selection the model knows to be invalid, for a missing NAD, a
+// malformed resource name, the default network's interface or a key the
+// NAD ns1/nocap cannot honour, must be denied),
 // where N counts the selected NADs carrying it, and no container but the
 // target changes; under AddToExisting the target gains exactly N.
 func FuzzMutatePod(f *testing.F) {
@@ -154,7 +158,12 @@ func FuzzMutatePod(f *testing.F) {
 		bad := !parseOK
 		for _, e := range elems {
 			rn, known := resOf[e.Key()]
+			asks := e.IPRequest != nil || e.MacRequest != "" || e.PortMappingsRequest != nil || e.BandwidthRequest != nil || e.InfinibandGUIDRequest != ""
 			switch {
+			case e.InterfaceRequest == podnetworks.DefaultIfName: // the default network's
+				bad = true
+			case e.Key() == "ns1/nocap" && asks: // its plugin declares no capability
+				bad = true
 			case !known && !nadExists(nads, e.Key()):
 				bad = true
 			case rn == "no-slash":

@@ -23,12 +23,15 @@ const (
 	resB = "example.com/net-b"
 )
 
-// nad returns a NAD ns/name with a bridge spec.config and, when rn is not
-// empty, the resourceName annotation.
+// capableConfig declares every capability a selection element can ask for.
+const capableConfig = `{"cniVersion":"1.0.0","type":"bridge","capabilities":{"ips":true,"mac":true,"portMappings":true,"bandwidth":true,"infinibandGUID":true}}`
+
+// nad returns a NAD ns/name with a bridge spec.config that declares every
+// capability and, when rn is not empty, the resourceName annotation.
 func nad(ns, name, rn string) *nadv1.NetworkAttachmentDefinition {
 	n := &nadv1.NetworkAttachmentDefinition{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       nadv1.NetworkAttachmentDefinitionSpec{Config: `{"cniVersion":"1.0.0","type":"bridge"}`},
+		Spec:       nadv1.NetworkAttachmentDefinitionSpec{Config: capableConfig},
 	}
 	if rn != "" {
 		n.Annotations = map[string]string{nadv1.ResourceNameAnnotation: rn}
@@ -50,14 +53,18 @@ func lister(t testing.TB, nads ...*nadv1.NetworkAttachmentDefinition) nadlisters
 
 // standardNADs: ns1/net-a (resA), ns1/net-a2 (resA), ns1/net-b (resB),
 // ns1/plain (no resource), other/net-a (resA), ns1/legacy (resB under the
-// legacy key), ns1/bad-rn (malformed resource name).
+// legacy key), ns1/bad-rn (malformed resource name), default/shared (no
+// resource), all declaring every capability; ns1/nocap (no resource) whose
+// plugin declares none.
 func standardNADs() []*nadv1.NetworkAttachmentDefinition {
 	legacy := nad("ns1", "legacy", "")
 	legacy.Annotations = map[string]string{nadv1.LegacyResourceNameAnnotation: resB}
+	nocap := nad("ns1", "nocap", "")
+	nocap.Spec.Config = `{"cniVersion":"1.0.0","type":"bridge"}`
 	return []*nadv1.NetworkAttachmentDefinition{
 		nad("ns1", "net-a", resA), nad("ns1", "net-a2", resA), nad("ns1", "net-b", resB),
 		nad("ns1", "plain", ""), nad("other", "net-a", resA), legacy,
-		nad("ns1", "bad-rn", "no-slash"),
+		nad("ns1", "bad-rn", "no-slash"), nad("default", "shared", ""), nocap,
 	}
 }
 

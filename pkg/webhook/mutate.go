@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"net/http"
 	"strings"
 
@@ -14,25 +13,31 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/multinet/multinet/pkg/podnetworks"
 )
 
 // MutatePods is the "NetworkResource" admission handler (spec 001, slide 5)
 // for Pod CREATE; every other request is allowed unchanged.
 //
-// It parses the pod's selection annotations (namespace defaulting to the
-// pod's, or the request's when metadata.namespace is empty), looks each NAD
-// up and counts, per resource name (Options.ResourceNameAnnotations), the
-// attachments to NADs with that resource: N. The target container (see
+// It decides the pod's network selection with podnetworks.Check (namespace
+// defaulting to the pod's, or the request's when metadata.namespace is
+// empty), and counts, per resource name (Options.ResourceNameAnnotations),
+// the attachments to NADs with that resource: N (podnetworks.Verdict.Demand). The target container (see
 // Options.ContainerName/ContainerIndex) then gets "<resource>: V" in both
 // requests and limits, V as Options.Existing says; requests and limits are
 // always written equal, as Kubernetes requires of extended resources.
 //
 // Responses: allowed with a JSON patch (only the changed resources, computed
 // from the raw object so that unknown fields survive); allowed unchanged
-// when nothing is needed; denied (403) for a malformed annotation, a
-// selection Options.Isolation forbids (checked before any lookup), a
-// missing NAD ("namespace/name" named) or a NAD with a malformed resource
-// name; 400 for an unreadable object; 503 before the NAD cache synced.
+// when nothing is needed; denied (403) for every selection ValidatePods
+// denies on CREATE, with the same message (a malformed annotation, a
+// selection Options.Policy's isolation forbids, checked before any lookup,
+// a missing NAD, a NAD with a malformed resource name or an unusable
+// config, a key no plugin is capable of, …); 400 for an unreadable object;
+// 503 before the NAD cache synced, and when a NAD lookup fails unless
+// Options.OnLookupFailure admits (then the pod is admitted unchanged, with
+// a warning).
 func (w *Webhooks) MutatePods(ctx context.Context, req admission.Request) admission.Response {
 	if !isPod(req) || req.Operation != admissionv1.Create {
 		return admission.Allowed("not a pod CREATE")
@@ -41,27 +46,18 @@ func (w *Webhooks) MutatePods(ctx context.Context, req admission.Request) admiss
 	if err != nil {
 		return badRequest(err)
 	}
-	networks, defNet := selectionAnnotations(pod)
-	if networks == "" && defNet == "" {
+	if !selects(pod) {
 		return admission.Allowed("no network selection")
 	}
 	if err := w.checkSynced(); err != nil {
 		return respond(err)
 	}
-	// Isolation before any lookup: the answer must not depend on whether a
-	// NAD the pod may not see exists.
-	sel, err := w.allowedSelection(pod, req)
-	if err != nil {
-		return respond(err)
+	v, refused := w.check(ctx, pod, req)
+	if refused != nil {
+		return *refused
 	}
-	d, err := w.demand(ctx, sel)
-	if err != nil {
-		return respond(err)
-	}
-	if err := d.missingError(); err != nil {
-		return respond(err)
-	}
-	if len(d.order) == 0 {
+	d := v.Demand()
+	if len(d.Order) == 0 {
 		return admission.Allowed("no selected network has a resource name")
 	}
 	if len(pod.Spec.Containers) == 0 {
@@ -106,59 +102,26 @@ type resourceSetting struct {
 	value int64
 }
 
-// containerValue is what container c asks for of resource: the larger of
-// its request and limit (extended resources need both equal; a limit alone
-// implies the request), rounded up to a whole number.
-func containerValue(c *corev1.Container, name corev1.ResourceName) int64 {
-	var v int64
-	if q, ok := c.Resources.Requests[name]; ok {
-		v = q.Value()
-	}
-	if q, ok := c.Resources.Limits[name]; ok {
-		v = max(v, q.Value())
-	}
-	return v
-}
-
-// podValue is what the pod's app containers ask for of resource together.
-func podValue(pod *corev1.Pod, name corev1.ResourceName) int64 {
-	var total int64
-	for i := range pod.Spec.Containers {
-		total = satAdd(total, containerValue(&pod.Spec.Containers[i], name))
-	}
-	return total
-}
-
-// satAdd adds a and b (b ≥ 0), saturating at math.MaxInt64 instead of
-// wrapping; absurd quantities then fail the API server's validation rather
-// than turning into small or negative ones.
-func satAdd(a, b int64) int64 {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
-}
-
 // planResources returns the resources whose value in container target must
 // change, in the order of d, with their new values (see ExistingPolicy).
 // Init containers neither count nor change.
-func planResources(pod *corev1.Pod, target int, d demand, policy ExistingPolicy) []resourceSetting {
+func planResources(pod *corev1.Pod, target int, d podnetworks.Demand, policy ExistingPolicy) []resourceSetting {
 	var out []resourceSetting
 	tc := &pod.Spec.Containers[target]
-	for _, rn := range d.order {
-		n := d.counts[rn]
+	for _, rn := range d.Order {
+		n := d.Counts[rn]
 		name := corev1.ResourceName(rn)
-		cur := containerValue(tc, name)
+		cur := podnetworks.ContainerRequest(tc, name)
 		var want int64
 		switch policy {
 		case AddToExisting:
-			want = satAdd(cur, n)
+			want = podnetworks.SaturatingAdd(cur, n)
 		default: // KeepExisting
-			total := podValue(pod, name)
+			total := podnetworks.PodRequest(pod, name)
 			if total >= n {
 				want = cur
 			} else {
-				want = satAdd(cur, n-total)
+				want = podnetworks.SaturatingAdd(cur, n-total)
 			}
 		}
 		if want == cur {

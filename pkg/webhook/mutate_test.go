@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/multinet/multinet/pkg/podnetworks"
 	"github.com/multinet/multinet/pkg/selection"
 )
 
@@ -87,7 +88,7 @@ func TestMutatePods(t *testing.T) {
 		name:  "namespace from the request: NAD only in another namespace is missing",
 		reqNS: "ns2",
 		pod:   pod("", networks("net-a")),
-		want:  want{result: ResultDenied, msg: `"ns2/net-a"`},
+		want:  want{result: ResultDenied, msg: `networks[0] "net-a": NetworkAttachmentDefinition ns2/net-a not found (spec §3.4.1)`},
 	}, {
 		name: "default-network override counts",
 		pod:  pod("ns1", map[string]string{selection.DefaultNetworkAnnotation: "net-b", selection.NetworksAnnotation: "net-b"}),
@@ -128,16 +129,16 @@ func TestMutatePods(t *testing.T) {
 	}, {
 		name: "missing NAD",
 		pod:  pod("ns1", networks("net-a,gone,other/gone2")),
-		want: want{result: ResultDenied, msg: `NetworkAttachmentDefinitions not found: "ns1/gone" (selected by metadata.annotations["k8s.v1.cni.cncf.io/networks"] element 1), "other/gone2"`},
+		want: want{result: ResultDenied, msg: `the pod's network selection has 2 problems: metadata.annotations["k8s.v1.cni.cncf.io/networks"]: networks[1] "gone": NetworkAttachmentDefinition ns1/gone not found (spec §3.4.1); metadata.annotations["k8s.v1.cni.cncf.io/networks"]: networks[2] "gone2": NetworkAttachmentDefinition other/gone2 not found (spec §3.4.1)`},
 	}, {
 		name: "missing default-network NAD",
 		pod:  pod("ns1", map[string]string{selection.DefaultNetworkAnnotation: "kube-system/gone"}),
-		want: want{result: ResultDenied, msg: `"kube-system/gone" (selected by metadata.annotations["v1.multus-cni.io/default-network"])`},
+		want: want{result: ResultDenied, msg: `metadata.annotations["v1.multus-cni.io/default-network"]: default-network[0] "gone": NetworkAttachmentDefinition kube-system/gone not found (spec §3.4.1)`},
 	}, {
 		name: "isolation: denied before the lookup, missing or not",
-		opts: Options{Isolation: selection.IsolationPolicy{Enabled: true}},
+		opts: Options{Policy: podnetworks.Policy{Isolation: selection.IsolationPolicy{Enabled: true}}},
 		pod:  pod("ns1", networks("other/net-a,other/gone")),
-		want: want{result: ResultDenied, msg: `element 0: network "other/net-a" is in namespace "other", which a pod in namespace "ns1" may not use`},
+		want: want{result: ResultDenied, msg: `metadata.annotations["k8s.v1.cni.cncf.io/networks"]: networks[0]: network "other/net-a" is in namespace "other", which a pod in namespace "ns1" may not use`},
 	}, {
 		name: "malformed annotation",
 		pod:  pod("ns1", networks(`[{"name":"net-a","mac":"zz"}]`)),
@@ -145,7 +146,7 @@ func TestMutatePods(t *testing.T) {
 	}, {
 		name: "malformed resourceName on the NAD",
 		pod:  pod("ns1", networks("bad-rn")),
-		want: want{result: ResultDenied, msg: `NetworkAttachmentDefinition "ns1/bad-rn" (selected by metadata.annotations["k8s.v1.cni.cncf.io/networks"] element 0): metadata.annotations["k8s.v1.cni.cncf.io/resourceName"]: resourceName "no-slash"`},
+		want: want{result: ResultDenied, msg: `metadata.annotations["k8s.v1.cni.cncf.io/networks"]: networks[0] "bad-rn": NetworkAttachmentDefinition ns1/bad-rn: metadata.annotations["k8s.v1.cni.cncf.io/resourceName"]: resourceName "no-slash"`},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -13,8 +14,10 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
+	"github.com/multinet/multinet/pkg/podnetworks"
 )
 
 var nadResource = schema.GroupResource{Group: "k8s.cni.cncf.io", Resource: "network-attachment-definitions"}
@@ -75,7 +78,7 @@ func TestLiveNADLookup(t *testing.T) {
 
 	before := live.gets
 	resp = w.MutatePods(ctx, podRequest(t, admissionv1.Create, "ns1", pod("ns1", networks("gone")), nil))
-	checkResponse(t, resp, ResultDenied, `NetworkAttachmentDefinition not found: "ns1/gone"`)
+	checkResponse(t, resp, ResultDenied, `networks[0] "gone": NetworkAttachmentDefinition ns1/gone not found`)
 	if live.gets != before+1 || counterValue(t, lookups, "not_found") != 1 {
 		t.Errorf("missing NAD: %d GETs, not_found %v; want 1 and 1", live.gets-before, counterValue(t, lookups, "not_found"))
 	}
@@ -121,7 +124,7 @@ func counterValue(t *testing.T, c *prometheus.CounterVec, result string) float64
 
 // A selection naming one missing NAD thousands of times, or many distinct
 // missing NADs, costs one live GET per distinct NAD and at most
-// maxMissingLookups of them, and is denied.
+// podnetworks.MaxMissingLookups of them, and is denied.
 func TestLiveNADLookupBounds(t *testing.T) {
 	live := &liveNADs{}
 	w := newHooks(t, Options{NADs: lister(t, standardNADs()...), LiveNAD: live.get})
@@ -129,7 +132,7 @@ func TestLiveNADLookupBounds(t *testing.T) {
 
 	same := strings.TrimSuffix(strings.Repeat("gone,", 5000), ",")
 	resp := w.MutatePods(ctx, podRequest(t, admissionv1.Create, "ns1", pod("ns1", networks(same)), nil))
-	checkResponse(t, resp, ResultDenied, `"ns1/gone"`)
+	checkResponse(t, resp, ResultDenied, "NetworkAttachmentDefinition ns1/gone not found", "and 4980 more")
 	if live.gets != 1 {
 		t.Errorf("one missing NAD selected 5000 times: %d GETs, want 1", live.gets)
 	}
@@ -140,8 +143,38 @@ func TestLiveNADLookupBounds(t *testing.T) {
 		names = append(names, fmt.Sprintf("gone-%d", i))
 	}
 	resp = w.MutatePods(ctx, podRequest(t, admissionv1.Create, "ns1", pod("ns1", networks(strings.Join(names, ","))), nil))
-	checkResponse(t, resp, ResultDenied, `"ns1/gone-0"`, "lookups stopped after 8 missing NADs")
-	if live.gets != maxMissingLookups {
-		t.Errorf("100 missing NADs: %d GETs, want %d", live.gets, maxMissingLookups)
+	checkResponse(t, resp, ResultDenied, "NetworkAttachmentDefinition ns1/gone-0 not found", "networks[8] and later: not checked: lookups stopped after 8 missing NetworkAttachmentDefinitions")
+	if live.gets != podnetworks.MaxMissingLookups {
+		t.Errorf("100 missing NADs: %d GETs, want %d", live.gets, podnetworks.MaxMissingLookups)
+	}
+}
+
+// When the API server does not answer a NAD lookup, the pod handlers answer
+// 503 by default (the client retries; no pod is admitted unchecked) and,
+// with AdmitOnLookupFailure, admit the pod unchanged with a warning naming
+// the NAD: multinetd checks the selection at ADD.
+func TestLookupFailurePolicy(t *testing.T) {
+	live := &liveNADs{err: apierrors.NewServiceUnavailable("etcd is down")}
+	p := pod("ns1", networks("net-a,fresh"))
+	for _, tc := range []struct {
+		policy LookupFailurePolicy
+		result string
+	}{{"", ResultErrored}, {RejectOnLookupFailure, ResultErrored}, {AdmitOnLookupFailure, ResultAllowed}} {
+		w := newHooks(t, Options{LiveNAD: live.get, OnLookupFailure: tc.policy})
+		for name, h := range map[string]func(context.Context, admission.Request) admission.Response{"mutate": w.MutatePods, "validate": w.ValidatePods} {
+			resp := h(context.Background(), podRequest(t, admissionv1.Create, "ns1", p, nil))
+			if got := Result(resp); got != tc.result {
+				t.Errorf("%q %s: result %s (%s), want %s", tc.policy, name, got, message(resp), tc.result)
+			}
+			if tc.result == ResultErrored && (resp.Result.Code != http.StatusServiceUnavailable || !strings.Contains(message(resp), "ns1/fresh")) {
+				t.Errorf("%q %s: %d %q, want 503 naming ns1/fresh", tc.policy, name, resp.Result.Code, message(resp))
+			}
+			if tc.result == ResultAllowed && (len(resp.Patches) != 0 || len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "ns1/fresh")) {
+				t.Errorf("%q %s: patches %v warnings %q, want none and one naming ns1/fresh", tc.policy, name, resp.Patches, resp.Warnings)
+			}
+		}
+	}
+	if _, err := New(Options{NADs: lister(t), OnLookupFailure: "maybe"}); err == nil {
+		t.Error("New accepted OnLookupFailure \"maybe\"")
 	}
 }

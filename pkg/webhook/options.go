@@ -9,10 +9,9 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
 	nadlisters "github.com/multinet/multinet/pkg/client/listers/k8s.cni.cncf.io/v1"
 	"github.com/multinet/multinet/pkg/nadlookup"
-	"github.com/multinet/multinet/pkg/selection"
+	"github.com/multinet/multinet/pkg/podnetworks"
 )
 
 // HTTP paths the handlers are served on (the webhook configurations point
@@ -39,10 +38,26 @@ const (
 	AddToExisting ExistingPolicy = "add"
 )
 
+// LookupFailurePolicy says what the pod handlers do when the verdict cannot
+// be known because a NetworkAttachmentDefinition lookup failed
+// (podnetworks.LookupError); docs/decisions/webhook.md.
+type LookupFailurePolicy string
+
+const (
+	// RejectOnLookupFailure (the default): answer 503 with the lookup
+	// error; the API server refuses the request and the client may retry.
+	// No pod is admitted whose networks were not checked.
+	RejectOnLookupFailure LookupFailurePolicy = "reject"
+	// AdmitOnLookupFailure: admit the pod with a warning; multinetd checks
+	// the selection at ADD (the same rules) and reports a problem as an
+	// Event. Pods of the mutating handler get no device requests then.
+	AdmitOnLookupFailure LookupFailurePolicy = "admit"
+)
+
 // DefaultResourceNameAnnotations are the NAD annotation keys read for the
 // resource name, first present wins: the NPWG key, then the spelling of the
 // original proposal (spec 001).
-var DefaultResourceNameAnnotations = []string{nadv1.ResourceNameAnnotation, nadv1.LegacyResourceNameAnnotation}
+var DefaultResourceNameAnnotations = podnetworks.DefaultResourceNameKeys
 
 // Options configure the handlers.
 type Options struct {
@@ -78,9 +93,16 @@ type Options struct {
 	ContainerIndex int
 	// Existing is how existing requests are treated; empty means KeepExisting.
 	Existing ExistingPolicy
-	// Isolation is the namespace isolation policy (spec §7.4) ValidatePods
-	// enforces. The zero value allows every namespace.
-	Isolation selection.IsolationPolicy
+	// Policy is multinetd's configuration that decides a pod's networks
+	// besides its annotations: namespace isolation (spec §7.4; the zero
+	// value allows every namespace), defaultNetworks and systemNamespaces.
+	// Set it as multinetd is configured, or a pod passes admission and then
+	// fails at ADD.
+	podnetworks.Policy
+	// OnLookupFailure is what the pod handlers do when a NAD lookup fails
+	// otherwise than NotFound (the API server does not answer the live GET
+	// in time): RejectOnLookupFailure (the default) or AdmitOnLookupFailure.
+	OnLookupFailure LookupFailurePolicy
 	// Metrics counts decisions; nil counts nothing.
 	Metrics *Metrics
 }
@@ -111,6 +133,13 @@ func New(o Options) (*Webhooks, error) {
 	case KeepExisting, AddToExisting:
 	default:
 		return nil, fmt.Errorf("webhook options: Existing %q: must be %q or %q", o.Existing, KeepExisting, AddToExisting)
+	}
+	switch o.OnLookupFailure {
+	case "":
+		o.OnLookupFailure = RejectOnLookupFailure
+	case RejectOnLookupFailure, AdmitOnLookupFailure:
+	default:
+		return nil, fmt.Errorf("webhook options: OnLookupFailure %q: must be %q or %q", o.OnLookupFailure, RejectOnLookupFailure, AdmitOnLookupFailure)
 	}
 	if o.ContainerIndex < 0 {
 		return nil, fmt.Errorf("webhook options: ContainerIndex %d: must not be negative", o.ContainerIndex)

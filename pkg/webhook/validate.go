@@ -2,33 +2,33 @@ package webhook
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
-	"github.com/multinet/multinet/pkg/netconf"
+	"github.com/multinet/multinet/pkg/podnetworks"
 )
 
-// ValidatePods validates the selection annotations of a Pod on CREATE, and
-// on UPDATE when the k8s.v1.cni.cncf.io/networks or
-// v1.multus-cni.io/default-network annotation changed; every other request
-// is allowed.
+// ValidatePods validates the network selection of a Pod on CREATE, and on
+// UPDATE when the k8s.v1.cni.cncf.io/networks or
+// v1.multus-cni.io/default-network annotation changed (hot-plug: the same
+// rules apply); every other request, and an UPDATE that leaves both
+// annotations as they were, is allowed at once.
 //
-// Denied (403), with a message naming the annotation and pkg/selection's
-// element and field:
-//   - a malformed annotation (spec §4.1; DESIGN: rejected, not ignored);
-//   - a selection that Options.Isolation forbids (spec §7.4), the
-//     default-network override included;
-//   - on UPDATE, a selection that needs more of a resource than the pod's
-//     containers request: a pod's resources cannot change after creation,
-//     so the added attachments could never get their devices. NADs that do
-//     not exist (yet) are not counted on UPDATE.
+// Denied (403), with the message multinetd's ADD error and Event would
+// carry (podnetworks.Check: docs/validation.md lists the cases): a
+// malformed annotation (spec §4.1; DESIGN: rejected, not ignored), a
+// selection Options.Policy's isolation forbids (§7.4), a missing or
+// unusable NAD, a key no plugin is capable of, colliding interface names,
+// cni-args that cannot merge, …; on UPDATE, also a selection that needs
+// more of a device resource than the pod's containers request (a pod's
+// resources cannot change after creation, so the added attachments could
+// never get their devices).
 //
-// 400 for an unreadable object; 503 on UPDATE before the NAD cache synced.
+// 400 for an unreadable object; 503 before the NAD cache synced, and when a
+// NAD lookup fails unless Options.OnLookupFailure admits.
 func (w *Webhooks) ValidatePods(ctx context.Context, req admission.Request) admission.Response {
 	if !isPod(req) || (req.Operation != admissionv1.Create && req.Operation != admissionv1.Update) {
 		return admission.Allowed("not a pod CREATE or UPDATE")
@@ -44,53 +44,37 @@ func (w *Webhooks) ValidatePods(ctx context.Context, req admission.Request) admi
 			return admission.Allowed("network selection unchanged")
 		}
 	}
-	sel, err := w.allowedSelection(pod, req)
-	if err != nil {
+	if !selects(pod) {
+		return admission.Allowed("no network selection")
+	}
+	if err := w.checkSynced(); err != nil {
 		return respond(err)
 	}
-	if old != nil && len(sel) > 0 {
-		if err := w.checkSynced(); err != nil {
-			return respond(err)
-		}
-		if err := w.checkDevices(ctx, pod, sel); err != nil {
-			return respond(err)
+	v, resp := w.check(ctx, pod, req)
+	if resp != nil {
+		return *resp
+	}
+	if old != nil {
+		if err := (&podnetworks.Error{Problems: v.DeviceProblems(pod)}); len(err.Problems) > 0 {
+			return admission.Denied(err.Error())
 		}
 	}
 	return admission.Allowed("network selection valid")
 }
 
-// checkDevices denies a selection that needs more of a resource than the
-// pod's app containers request.
-func (w *Webhooks) checkDevices(ctx context.Context, pod *corev1.Pod, sel []selected) error {
-	d, err := w.demand(ctx, sel)
-	if err != nil {
-		return err
-	}
-	var problems []string
-	for _, rn := range d.order {
-		have := podValue(pod, corev1.ResourceName(rn))
-		if need := d.counts[rn]; have < need {
-			problems = append(problems, fmt.Sprintf("the selected networks need %d of resource %q but the pod's containers request %d", need, rn, have))
-		}
-	}
-	if len(problems) > 0 {
-		return denyf("%s: %s; a pod's resources cannot change after creation, so recreate the pod with the new selection",
-			annotationField(nadv1.NetworksAnnotation), strings.Join(problems, "; "))
-	}
-	return nil
-}
-
-// ValidateNADs validates a NetworkAttachmentDefinition on CREATE and UPDATE;
-// every other request is allowed. On UPDATE only the fields that changed are
-// checked, so an object stored before this webhook existed can still get
-// unrelated updates (finalizers, labels).
+// ValidateNADs validates a NetworkAttachmentDefinition on CREATE and UPDATE
+// with podnetworks.CheckNAD, the rules kubectl multinet lint applies to a
+// NAD; every other request is allowed. On UPDATE an error the old object
+// already had is not reported again, so an object stored before this
+// webhook existed can still get unrelated updates (finalizers, labels).
 //
-// Denied (403):
+// Denied (403), each error "field: message" (joined by "; "):
 //   - spec.config that is not empty and not a usable CNI config or config
-//     list (multi-net spec §3.2, §3.4.1): pkg/netconf's *ConfigError message,
-//     which names the field (e.g. "field plugins[1].type");
+//     list (multi-net spec §3.2, §3.4.1): "spec.config: field
+//     plugins[1].type: …";
 //   - a resource name annotation (Options.ResourceNameAnnotations) that is
-//     not an extended resource name "vendor-domain/type".
+//     not an extended resource name "vendor-domain/type";
+//   - a metadata.name that is not a DNS-1123 subdomain (§3.3).
 //
 // 400 for an unreadable object.
 func (w *Webhooks) ValidateNADs(ctx context.Context, req admission.Request) admission.Response {
@@ -108,36 +92,26 @@ func (w *Webhooks) ValidateNADs(ctx context.Context, req admission.Request) admi
 			return badRequest(err)
 		}
 	}
+	if nad.Namespace == "" {
+		nad.Namespace = req.Namespace
+	}
+	if nad.Name == "" {
+		nad.Name = req.Name
+	}
 	var problems []string
-	if nad.Spec.Config != "" && (old == nil || old.Spec.Config != nad.Spec.Config) {
-		ns, name := nad.Namespace, nad.Name
-		if ns == "" {
-			ns = req.Namespace
+	var known map[string]bool // the old object's errors, not reported again
+	if old != nil {
+		known = map[string]bool{}
+		if old.Namespace == "" {
+			old.Namespace = nad.Namespace
 		}
-		if name == "" {
-			name = req.Name
-		}
-		if name == "" {
-			// metadata.generateName: the final name is not known yet; any
-			// valid network name stands in for the §3.4.2 name injection.
-			name = "generated"
-		}
-		if _, err := netconf.Resolve(ns, name, nad.Spec.Config, nil); err != nil {
-			problems = append(problems, err.Error())
+		for _, f := range podnetworks.CheckNAD(old, w.o.ResourceNameAnnotations).Errors {
+			known[f.String()] = true
 		}
 	}
-	for _, k := range w.o.ResourceNameAnnotations {
-		v, ok := nad.Annotations[k]
-		if !ok {
-			continue
-		}
-		if old != nil {
-			if ov, had := old.Annotations[k]; had && ov == v {
-				continue
-			}
-		}
-		if err := checkResourceName(k, v); err != nil {
-			problems = append(problems, err.Error())
+	for _, f := range podnetworks.CheckNAD(nad, w.o.ResourceNameAnnotations).Errors {
+		if msg := f.String(); !known[msg] {
+			problems = append(problems, msg)
 		}
 	}
 	if len(problems) > 0 {

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
+	"github.com/multinet/multinet/pkg/podnetworks"
 	"github.com/multinet/multinet/pkg/selection"
 )
 
@@ -26,7 +27,7 @@ func TestValidatePodsCreate(t *testing.T) {
 		result: ResultAllowed,
 	}, {
 		name:   "valid comma form",
-		annots: networks("net-a, other/net-b@eth3"),
+		annots: networks("net-a, other/net-a@eth3"),
 		result: ResultAllowed,
 	}, {
 		name:   "bad MAC names the element and field",
@@ -64,31 +65,32 @@ func TestValidatePodsCreate(t *testing.T) {
 		result: ResultAllowed,
 	}, {
 		name:   "isolation: other namespace denied",
-		opts:   Options{Isolation: isolated},
+		opts:   Options{Policy: podnetworks.Policy{Isolation: isolated}},
 		annots: networks("net-a,other/net-a"),
 		result: ResultDenied,
-		msg:    []string{`metadata.annotations["k8s.v1.cni.cncf.io/networks"] element 1: network "other/net-a" is in namespace "other"`, "§7.4"},
+		msg:    []string{`metadata.annotations["k8s.v1.cni.cncf.io/networks"]: networks[1]: network "other/net-a" is in namespace "other"`, "§7.4"},
 	}, {
 		name:   "isolation: own and global namespaces allowed",
-		opts:   Options{Isolation: isolated},
-		annots: networks(`[{"name":"net-a"},{"name":"x","namespace":"default"},{"name":"y","namespace":"ns1"}]`),
+		opts:   Options{Policy: podnetworks.Policy{Isolation: isolated}},
+		annots: networks(`[{"name":"net-a"},{"name":"shared","namespace":"default"},{"name":"plain","namespace":"ns1"}]`),
 		result: ResultAllowed,
 	}, {
 		name:   "isolation: default-network override in another namespace denied",
-		opts:   Options{Isolation: isolated},
+		opts:   Options{Policy: podnetworks.Policy{Isolation: isolated}},
 		annots: map[string]string{selection.DefaultNetworkAnnotation: "kube-system/sriov"},
 		result: ResultDenied,
 		msg:    []string{`metadata.annotations["v1.multus-cni.io/default-network"]: network "kube-system/sriov"`},
 	}, {
 		name:   "isolation: pod namespace from the request",
-		opts:   Options{Isolation: isolated},
+		opts:   Options{Policy: podnetworks.Policy{Isolation: isolated}},
 		reqNS:  "other",
 		annots: networks("other/net-a"),
 		result: ResultAllowed,
 	}, {
-		name:   "missing NAD is not the validator's business",
-		annots: networks("gone"),
-		result: ResultAllowed,
+		name:   "missing NAD: denied with the message multinetd's ADD would give",
+		annots: networks("net-a,gone"),
+		result: ResultDenied,
+		msg:    []string{`metadata.annotations["k8s.v1.cni.cncf.io/networks"]: networks[1] "gone": NetworkAttachmentDefinition ns1/gone not found (spec §3.4.1)`},
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -140,13 +142,21 @@ func TestValidatePodsUpdate(t *testing.T) {
 		new:    networks("net-a,net-a2,net-b"),
 		cs:     oneA,
 		result: ResultDenied,
-		msg:    `need 2 of resource "example.com/net-a" but the pod's containers request 1; the selected networks need 1 of resource "example.com/net-b" but the pod's containers request 0`,
+		msg:    `networks[1] "net-a2": needs device 2 of resource "example.com/net-a", but the pod's containers request 1 of it`,
 	}, {
-		name:   "added NAD that does not exist yet is not counted",
+		name:   "added NAD that does not exist: denied, the same rules as on CREATE",
 		old:    networks("net-a"),
 		new:    networks("net-a,gone"),
 		cs:     oneA,
-		result: ResultAllowed,
+		result: ResultDenied,
+		msg:    `networks[1] "gone": NetworkAttachmentDefinition ns1/gone not found`,
+	}, {
+		name:   "changed to a key no plugin declares",
+		old:    networks("net-a"),
+		new:    networks(`[{"name":"net-a"},{"name":"nocap","mac":"02:00:00:00:00:01"}]`),
+		cs:     oneA,
+		result: ResultDenied,
+		msg:    `networks[1] "nocap": field "mac": needs runtimeConfig "mac", but no plugin of CNI config "nocap" declares "capabilities": {"mac": true} (spec §4.1.2.1.4.2)`,
 	}, {
 		name:   "isolation applies on update",
 		old:    networks("net-a"),
@@ -157,7 +167,7 @@ func TestValidatePodsUpdate(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w := newHooks(t, Options{Isolation: isolated})
+			w := newHooks(t, Options{Policy: podnetworks.Policy{Isolation: isolated}})
 			oldPod, newPod := pod("ns1", tt.old, tt.cs...), pod("ns1", tt.new, tt.cs...)
 			resp := w.ValidatePods(context.Background(), podRequest(t, admissionv1.Update, "ns1", newPod, oldPod))
 			checkResponse(t, resp, tt.result, tt.msg)
@@ -197,7 +207,7 @@ func TestValidateNADs(t *testing.T) {
 		name:   "not JSON",
 		nad:    withConfig(`{"cniVersion":`),
 		result: ResultDenied,
-		msg:    []string{"NetworkAttachmentDefinition ns1/n1: spec.config: not a JSON object"},
+		msg:    []string{"spec.config: not a JSON object"},
 	}, {
 		name:   "missing type",
 		nad:    withConfig(`{"cniVersion":"1.0.0"}`),
@@ -308,7 +318,7 @@ func TestValidateNADsGenerateName(t *testing.T) {
 }
 
 func TestValidateIgnoresOtherRequests(t *testing.T) {
-	w := newHooks(t, Options{Isolation: isolated})
+	w := newHooks(t, Options{Policy: podnetworks.Policy{Isolation: isolated}})
 	bad := pod("ns1", networks("a,,b"))
 	r := podRequest(t, admissionv1.Delete, "ns1", bad, nil)
 	if resp := w.ValidatePods(context.Background(), r); !resp.Allowed {

@@ -27,6 +27,7 @@ import (
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
 	nadfake "github.com/multinet/multinet/pkg/client/clientset/versioned/fake"
+	"github.com/multinet/multinet/pkg/podnetworks"
 	"github.com/multinet/multinet/pkg/selection"
 	"github.com/multinet/multinet/pkg/webhook"
 	"github.com/multinet/multinet/pkg/webhook/certs"
@@ -150,7 +151,7 @@ func TestRunSelfManagedTLS(t *testing.T) {
 			ExcludeNamespaces: []string{"kube-system", "multinet-system"},
 		},
 		ManageConfigurations: true,
-		Handlers:             webhook.Options{Isolation: selection.IsolationPolicy{Enabled: true}},
+		Handlers:             webhook.Options{Policy: podnetworks.Policy{Isolation: selection.IsolationPolicy{Enabled: true}}},
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -204,7 +205,7 @@ func TestRunSelfManagedTLS(t *testing.T) {
 	}
 	// Missing NAD, malformed annotation, isolation, bad NAD config.
 	r = review(t, c, base, webhook.MutatePodsPath, reviewOf(t, "m2", "ns1", podKind, testPod(map[string]string{nadv1.NetworksAnnotation: "gone"})))
-	if r.Allowed || r.Result.Code != http.StatusForbidden || !strings.Contains(r.Result.Message, `"ns1/gone"`) {
+	if r.Allowed || r.Result.Code != http.StatusForbidden || !strings.Contains(r.Result.Message, "NetworkAttachmentDefinition ns1/gone not found") {
 		t.Errorf("missing NAD: %+v", r.Result)
 	}
 	r = review(t, c, base, webhook.ValidatePodsPath, reviewOf(t, "v", "ns1", podKind, testPod(map[string]string{nadv1.NetworksAnnotation: `[{"name":"net-a","interface":"a/b"}]`})))
