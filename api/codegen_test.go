@@ -132,6 +132,35 @@ func TestIPAMClaimCRD(t *testing.T) {
 	}
 }
 
+// The IPAllocation CRD (multinet-ipam, docs/decisions/ipam.md): cluster
+// scoped, one served storage version, an immutable spec (objects are only
+// created and deleted), pool and node selectable as fields.
+func TestIPAllocationCRD(t *testing.T) {
+	crd := readCRD(t, "ipam.multinet.io_ipallocations.yaml")
+	s := crd.Spec
+	if crd.Name != "ipallocations.ipam.multinet.io" || s.Group != "ipam.multinet.io" || s.Scope != apiextensionsv1.ClusterScoped {
+		t.Errorf("name %q group %q scope %q", crd.Name, s.Group, s.Scope)
+	}
+	if len(s.Versions) != 1 || s.Versions[0].Name != "v1alpha1" || !s.Versions[0].Storage {
+		t.Fatalf("versions = %+v", s.Versions)
+	}
+	v := s.Versions[0]
+	spec := v.Schema.OpenAPIV3Schema.Properties["spec"]
+	if len(spec.XValidations) != 1 || spec.XValidations[0].Rule != "self == oldSelf" {
+		t.Errorf("spec validations = %+v, want immutability", spec.XValidations)
+	}
+	if got := slices.Sorted(slices.Values(spec.Required)); !slices.Equal(got, []string{"address", "owner", "pool"}) {
+		t.Errorf("spec.required = %v", got)
+	}
+	var fields []string
+	for _, f := range v.SelectableFields {
+		fields = append(fields, f.JSONPath)
+	}
+	if !slices.Equal(fields, []string{".spec.pool", ".spec.owner.node"}) {
+		t.Errorf("selectable fields = %v", fields)
+	}
+}
+
 // kustomization.yaml lists every CRD file, so `kubectl apply -k deploy/crds`
 // installs them all.
 func TestKustomizationListsCRDs(t *testing.T) {
@@ -146,7 +175,7 @@ func TestKustomizationListsCRDs(t *testing.T) {
 	if err := yaml.Unmarshal(data, &k); err != nil {
 		t.Fatal(err)
 	}
-	files, err := filepath.Glob(filepath.Join(dir, "k8s.cni.cncf.io_*.yaml"))
+	files, err := filepath.Glob(filepath.Join(dir, "*_*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,8 +183,8 @@ func TestKustomizationListsCRDs(t *testing.T) {
 	for _, f := range files {
 		want = append(want, filepath.Base(f))
 	}
-	if len(want) != 2 || !slices.Equal(slices.Sorted(slices.Values(k.Resources)), want) {
-		t.Errorf("kustomization resources = %v, want the two CRD files %v", k.Resources, want)
+	if len(want) != 3 || !slices.Equal(slices.Sorted(slices.Values(k.Resources)), want) {
+		t.Errorf("kustomization resources = %v, want the three CRD files %v", k.Resources, want)
 	}
 	for _, r := range k.Resources {
 		if strings.Contains(r, "/") {

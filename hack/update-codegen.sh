@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates the code and manifests derived from the API types in api/:
 #   - api/**/zz_generated.deepcopy.go   (controller-gen "object")
-#   - deploy/crds/k8s.cni.cncf.io_*.yaml (controller-gen "crd", one file per CRD)
+#   - deploy/crds/<group>_<plural>.yaml  (controller-gen "crd", one file per CRD)
 #   - deploy/crds/kustomization.yaml     (lists the CRD files)
 #   - pkg/client/clientset/versioned     (client-gen: typed clientset and its fake)
 #   - pkg/client/listers                 (lister-gen)
@@ -27,14 +27,14 @@ boilerplate=hack/boilerplate.go.txt
 crd_dir=deploy/crds
 client_dir=pkg/client
 # Group/version directories under api/ whose +genclient types get a client.
-client_apis=(k8s.cni.cncf.io/v1 k8s.cni.cncf.io/v1alpha1)
+client_apis=(k8s.cni.cncf.io/v1 k8s.cni.cncf.io/v1alpha1 ipam.multinet.io/v1alpha1)
 
 mkdir -p "$crd_dir"
 
 # Remove what we generate, so that a type or group that was deleted does not
 # leave a stale file behind.
 find api -name zz_generated.deepcopy.go -delete
-rm -f "$crd_dir"/k8s.cni.cncf.io_*.yaml "$crd_dir/kustomization.yaml"
+rm -f "$crd_dir"/*_*.yaml "$crd_dir/kustomization.yaml"
 rm -rf "$client_dir/clientset" "$client_dir/listers" "$client_dir/informers"
 
 go tool controller-gen \
@@ -48,7 +48,7 @@ go tool controller-gen \
 	echo "apiVersion: kustomize.config.k8s.io/v1beta1"
 	echo "kind: Kustomization"
 	echo "resources:"
-	for f in "$crd_dir"/k8s.cni.cncf.io_*.yaml; do
+	for f in "$crd_dir"/*_*.yaml; do
 		echo "- $(basename "$f")"
 	done
 } >"$crd_dir/kustomization.yaml"

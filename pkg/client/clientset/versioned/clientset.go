@@ -11,6 +11,7 @@ import (
 	fmt "fmt"
 	http "net/http"
 
+	ipamv1alpha1 "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/ipam.multinet.io/v1alpha1"
 	k8scnicncfiov1 "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/k8s.cni.cncf.io/v1"
 	k8scnicncfiov1alpha1 "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/k8s.cni.cncf.io/v1alpha1"
 	discovery "k8s.io/client-go/discovery"
@@ -20,6 +21,7 @@ import (
 
 type Interface interface {
 	Discovery() discovery.DiscoveryInterfaces
+	IPAMV1alpha1() ipamv1alpha1.IPAMV1alpha1Interface
 	K8sCniCncfIoV1() k8scnicncfiov1.K8sCniCncfIoV1Interface
 	K8sCniCncfIoV1alpha1() k8scnicncfiov1alpha1.K8sCniCncfIoV1alpha1Interface
 }
@@ -27,8 +29,14 @@ type Interface interface {
 // Clientset contains the clients for groups.
 type Clientset struct {
 	*discovery.DiscoveryClient
+	iPAMV1alpha1         *ipamv1alpha1.IPAMV1alpha1Client
 	k8sCniCncfIoV1       *k8scnicncfiov1.K8sCniCncfIoV1Client
 	k8sCniCncfIoV1alpha1 *k8scnicncfiov1alpha1.K8sCniCncfIoV1alpha1Client
+}
+
+// IPAMV1alpha1 retrieves the IPAMV1alpha1Client
+func (c *Clientset) IPAMV1alpha1() ipamv1alpha1.IPAMV1alpha1Interface {
+	return c.iPAMV1alpha1
 }
 
 // K8sCniCncfIoV1 retrieves the K8sCniCncfIoV1Client
@@ -85,6 +93,10 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 
 	var cs Clientset
 	var err error
+	cs.iPAMV1alpha1, err = ipamv1alpha1.NewForConfigAndClient(&configShallowCopy, httpClient)
+	if err != nil {
+		return nil, err
+	}
 	cs.k8sCniCncfIoV1, err = k8scnicncfiov1.NewForConfigAndClient(&configShallowCopy, httpClient)
 	if err != nil {
 		return nil, err
@@ -114,6 +126,7 @@ func NewForConfigOrDie(c *rest.Config) *Clientset {
 // New creates a new Clientset for the given RESTClient.
 func New(c rest.Interface) *Clientset {
 	var cs Clientset
+	cs.iPAMV1alpha1 = ipamv1alpha1.New(c)
 	cs.k8sCniCncfIoV1 = k8scnicncfiov1.New(c)
 	cs.k8sCniCncfIoV1alpha1 = k8scnicncfiov1alpha1.New(c)
 

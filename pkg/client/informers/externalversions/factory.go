@@ -15,6 +15,7 @@ import (
 
 	versioned "github.com/multinet/multinet/pkg/client/clientset/versioned"
 	internalinterfaces "github.com/multinet/multinet/pkg/client/informers/externalversions/internalinterfaces"
+	ipammultinetio "github.com/multinet/multinet/pkg/client/informers/externalversions/ipam.multinet.io"
 	k8scnicncfio "github.com/multinet/multinet/pkg/client/informers/externalversions/k8s.cni.cncf.io"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
@@ -314,7 +315,12 @@ type SharedInformerFactory interface {
 	// client.
 	InformerFor(obj runtime.Object, newFunc internalinterfaces.NewInformerFunc) cache.SharedIndexInformer
 
+	IPAM() ipammultinetio.Interface
 	K8sCniCncfIo() k8scnicncfio.Interface
+}
+
+func (f *sharedInformerFactory) IPAM() ipammultinetio.Interface {
+	return ipammultinetio.New(f, f.namespace, f.tweakListOptions)
 }
 
 func (f *sharedInformerFactory) K8sCniCncfIo() k8scnicncfio.Interface {

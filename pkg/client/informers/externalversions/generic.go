@@ -10,8 +10,9 @@ package externalversions
 import (
 	fmt "fmt"
 
+	v1alpha1 "github.com/multinet/multinet/api/ipam.multinet.io/v1alpha1"
 	v1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
-	v1alpha1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1alpha1"
+	k8scnicncfiov1alpha1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1alpha1"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	cache "k8s.io/client-go/tools/cache"
 )
@@ -42,12 +43,16 @@ func (f *genericInformer) Lister() cache.GenericLister {
 // TODO extend this to unknown resources with a client pool
 func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource) (GenericInformer, error) {
 	switch resource {
-	// Group=k8s.cni.cncf.io, Version=v1
+	// Group=ipam.multinet.io, Version=v1alpha1
+	case v1alpha1.SchemeGroupVersion.WithResource("ipallocations"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.IPAM().V1alpha1().IPAllocations().Informer()}, nil
+
+		// Group=k8s.cni.cncf.io, Version=v1
 	case v1.SchemeGroupVersion.WithResource("network-attachment-definitions"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.K8sCniCncfIo().V1().NetworkAttachmentDefinitions().Informer()}, nil
 
 		// Group=k8s.cni.cncf.io, Version=v1alpha1
-	case v1alpha1.SchemeGroupVersion.WithResource("ipamclaims"):
+	case k8scnicncfiov1alpha1.SchemeGroupVersion.WithResource("ipamclaims"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.K8sCniCncfIo().V1alpha1().IPAMClaims().Informer()}, nil
 
 	}

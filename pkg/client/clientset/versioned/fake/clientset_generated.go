@@ -9,6 +9,8 @@ package fake
 
 import (
 	clientset "github.com/multinet/multinet/pkg/client/clientset/versioned"
+	ipamv1alpha1 "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/ipam.multinet.io/v1alpha1"
+	fakeipamv1alpha1 "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/ipam.multinet.io/v1alpha1/fake"
 	k8scnicncfiov1 "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/k8s.cni.cncf.io/v1"
 	fakek8scnicncfiov1 "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/k8s.cni.cncf.io/v1/fake"
 	k8scnicncfiov1alpha1 "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/k8s.cni.cncf.io/v1alpha1"
@@ -85,6 +87,11 @@ var (
 	_ clientset.Interface = &Clientset{}
 	_ testing.FakeClient  = &Clientset{}
 )
+
+// IPAMV1alpha1 retrieves the IPAMV1alpha1Client
+func (c *Clientset) IPAMV1alpha1() ipamv1alpha1.IPAMV1alpha1Interface {
+	return &fakeipamv1alpha1.FakeIPAMV1alpha1{Fake: &c.Fake}
+}
 
 // K8sCniCncfIoV1 retrieves the K8sCniCncfIoV1Client
 func (c *Clientset) K8sCniCncfIoV1() k8scnicncfiov1.K8sCniCncfIoV1Interface {

@@ -8,6 +8,7 @@ Regenerate it with hack/update-codegen.sh.
 package scheme
 
 import (
+	ipamv1alpha1 "github.com/multinet/multinet/api/ipam.multinet.io/v1alpha1"
 	k8scnicncfiov1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
 	k8scnicncfiov1alpha1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1alpha1"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +22,7 @@ var Scheme = runtime.NewScheme()
 var Codecs = serializer.NewCodecFactory(Scheme)
 var ParameterCodec = runtime.NewParameterCodec(Scheme)
 var localSchemeBuilder = runtime.SchemeBuilder{
+	ipamv1alpha1.AddToScheme,
 	k8scnicncfiov1.AddToScheme,
 	k8scnicncfiov1alpha1.AddToScheme,
 }
