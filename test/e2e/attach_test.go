@@ -117,36 +117,6 @@ func bridgeNetStatic(t *testing.T, ns, name string) *staticNet {
 	return &staticNet{testNet: &testNet{Namespace: ns, Name: name, Bridge: bridge, Subnet: fmt.Sprintf("10.211.%d.0/24", n)}, n: n}
 }
 
-// TestCapabilityMissing: "ips" and "mac" requested on a network whose
-// plugins lack the capability fail the pod's ADD (§4.1.2.1.3.2, .4.2), the
-// Event names the capability, and nothing is left attached.
-func TestCapabilityMissing(t *testing.T) {
-	ns := newNamespace(t)
-	a := bridgeNet(t, ns, "plain", "1.0.0", nil)
-	for _, c := range []struct{ key, sel string }{
-		{"ips", `[{"name":"plain","ips":["10.212.0.5/24"]}]`},
-		{"mac", `[{"name":"plain","mac":"02:00:00:00:00:09"}]`},
-	} {
-		name := "nocap-" + c.key
-		ctx := testContext(t, 30*time.Second)
-		if _, err := testCluster.kube.CoreV1().Pods(ns).Create(ctx, podSpec(ns, name, c.sel), metav1.CreateOptions{}); err != nil {
-			t.Fatalf("create pod: %v", err)
-		}
-		msg := waitEvent(t, ns, name, "NetworkAttachFailed", c.key, "plain")
-		t.Logf("event: %s", msg)
-		p, err := testCluster.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p.Status.Phase == corev1.PodRunning {
-			t.Errorf("pod %s runs although its network request cannot be honoured", name)
-		}
-		deletePod(t, ns, name)
-	}
-	assertReleased(t, a)
-	assertNoRecords(t, ns)
-}
-
 // TestDelegateFailureRollsBack: the third attachment's IPAM range is
 // exhausted, so ADD fails; the default network and the first two
 // attachments made before it are torn down (no address, no veth left) and
