@@ -74,6 +74,13 @@ type IPAllocationOwner struct {
 	// IfName is the attachment's CNI_IFNAME (the interface in the pod).
 	// +kubebuilder:validation:MinLength=1
 	IfName string `json:"ifName"`
+	// Network is the attachment's CNI network name (the network
+	// configuration's "name"); with ContainerID and IfName it identifies the
+	// attachment (CNI spec: container ID, network name, CNI_IFNAME), so that
+	// CNI GC of one network never releases another network's addresses in a
+	// shared pool.
+	// +optional
+	Network string `json:"network,omitempty"`
 	// Node is the node whose multinetd made the allocation.
 	// +kubebuilder:validation:MinLength=1
 	Node string `json:"node"`
