@@ -3,7 +3,8 @@ package podnetworks
 import (
 	"errors"
 	"strconv"
-	"strings"
+
+	"github.com/multinet/multinet/pkg/selection"
 )
 
 // Field paths of the problems that are not about a pod annotation.
@@ -51,9 +52,6 @@ func (p Problem) Error() string { return p.Field + ": " + p.Err.Error() }
 // Unwrap returns Err.
 func (p Problem) Unwrap() error { return p.Err }
 
-// maxListedProblems bounds how many problems Error.Error prints.
-const maxListedProblems = 20
-
 // Error is an invalid network selection: every Problem Check found. It is
 // the message the webhook denies the pod with and multinetd fails the ADD
 // (and posts its Warning Event) with.
@@ -62,29 +60,11 @@ type Error struct {
 	Problems []Problem
 }
 
-// Error implements error: the single problem, or a count followed by the
-// first 20 problems separated by "; ".
+// Error implements error: the single problem, or "the pod's network
+// selection has N problems: " followed by the first 20 separated by "; "
+// (selection.ListProblems).
 func (e *Error) Error() string {
-	if len(e.Problems) == 1 {
-		return e.Problems[0].Error()
-	}
-	var b strings.Builder
-	b.WriteString("the pod's network selection has ")
-	b.WriteString(strconv.Itoa(len(e.Problems)))
-	b.WriteString(" problems: ")
-	for i, p := range e.Problems {
-		if i == maxListedProblems {
-			b.WriteString("; and ")
-			b.WriteString(strconv.Itoa(len(e.Problems) - i))
-			b.WriteString(" more")
-			break
-		}
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		b.WriteString(p.Error())
-	}
-	return b.String()
+	return selection.ListProblems("the pod's network selection", e.Problems)
 }
 
 // Unwrap gives errors.Is and errors.As access to each problem.

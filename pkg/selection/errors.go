@@ -18,9 +18,9 @@ const (
 // make a huge error message.
 const maxValueLen = 64
 
-// maxListedProblems bounds how many problems AnnotationError.Error prints;
-// Problems always holds all of them.
-const maxListedProblems = 20
+// MaxListedProblems bounds how many problems ListProblems prints (and so
+// AnnotationError.Error); the errors always hold all of them.
+const MaxListedProblems = 20
 
 // ValidationError is one problem with one network selection element.
 //
@@ -97,25 +97,32 @@ type AnnotationError struct {
 	Problems []*ValidationError
 }
 
-// Error implements error: the single problem, or a count followed by the
-// first 20 problems separated by "; ".
+// Error implements error: ListProblems of "<annotation> annotation".
 func (e *AnnotationError) Error() string {
-	if len(e.Problems) == 1 {
-		return e.Problems[0].Error()
-	}
-	var b strings.Builder
 	label := e.Annotation
 	if label == "" {
 		label = networksLabel
 	}
-	b.WriteString(label)
-	b.WriteString(" annotation has ")
-	b.WriteString(strconv.Itoa(len(e.Problems)))
+	return ListProblems(label+" annotation", e.Problems)
+}
+
+// ListProblems is the message of a non-empty list of problems: the single
+// problem's message, or "<subject> has N problems: " followed by the first
+// MaxListedProblems messages separated by "; " and, when there are more,
+// "; and K more".
+func ListProblems[E error](subject string, problems []E) string {
+	if len(problems) == 1 {
+		return problems[0].Error()
+	}
+	var b strings.Builder
+	b.WriteString(subject)
+	b.WriteString(" has ")
+	b.WriteString(strconv.Itoa(len(problems)))
 	b.WriteString(" problems: ")
-	for i, p := range e.Problems {
-		if i == maxListedProblems {
+	for i, p := range problems {
+		if i == MaxListedProblems {
 			b.WriteString("; and ")
-			b.WriteString(strconv.Itoa(len(e.Problems) - i))
+			b.WriteString(strconv.Itoa(len(problems) - i))
 			b.WriteString(" more")
 			break
 		}
