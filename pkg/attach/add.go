@@ -79,9 +79,16 @@ func (e *Engine) Add(ctx context.Context, req *api.Request) ([]byte, error) {
 		PodName:      args.Name,
 		PodUID:       args.UID,
 		CNIArgs:      req.Args,
+		CNIPath:      req.Path,
+		Selection:    true,
 	}
 	for i, a := range p.attachments {
+		el, err := p.element(i)
+		if err != nil {
+			return nil, e.failUnattempted(log, req, p, types.NewError(types.ErrInternal, err.Error(), ""))
+		}
 		rec.Attachments = append(rec.Attachments, state.Attachment{
+			Element:        el,
 			Network:        a.NetworkKey,
 			Default:        i == 0,
 			Auxiliary:      p.isAuxiliary(i),
@@ -173,6 +180,7 @@ func (e *Engine) Add(ctx context.Context, req *api.Request) ([]byte, error) {
 	if rec.NetworkStatus != nil {
 		e.publishStatus(ctx, p.pod, rec)
 	}
+	e.sandboxes.set(rec) // the pod's sandbox for hot-plug (hotplug.go)
 
 	if p.pod != nil {
 		for i, s := range list {

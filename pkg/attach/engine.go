@@ -175,6 +175,9 @@ type Engine struct {
 
 	retrier statusRetrier // network-status writes to retry (netstatus.go)
 
+	sandboxes   sandboxIndex // each pod's sandbox, for hot-plug (hotplug.go)
+	hotplugMemo hotplugMemo  // what hot-plug has reported (hotplug.go)
+
 	// remembered holds, by file path, the config list bytes this engine
 	// last found in or wrote to the remembered-networks dir (networks.go),
 	// so that an ADD of an unchanged network touches no file.

@@ -39,6 +39,25 @@ type plan struct {
 	// auxiliary is the index of the auxiliary chain's attachment (the
 	// last), 0 when there is none.
 	auxiliary int
+	// firstElement is the index of the attachment of the pod's first
+	// network selection element; elements is how many there are
+	// (attachments[firstElement+i] is element i's).
+	firstElement, elements int
+}
+
+// element returns the canonical JSON of the network selection element
+// attachments[i] was planned for (state.Attachment.Element), nil when it is
+// not one of the pod's elements. Errors: the element cannot be encoded.
+func (p *plan) element(i int) ([]byte, error) {
+	if i < p.firstElement || i >= p.firstElement+p.elements {
+		return nil, nil
+	}
+	a := &p.attachments[i]
+	b, err := a.Element.MarshalJSON()
+	if err != nil {
+		return nil, fmt.Errorf("network %s: encode its network selection element: %w", a.NetworkKey, err)
+	}
+	return b, nil
 }
 
 // isAuxiliary reports whether attachments[i] is the auxiliary chain.
@@ -95,6 +114,7 @@ func (e *Engine) buildPlan(ctx context.Context, ifName, containerID string, args
 		p.resources = append(p.resources, "")
 	}
 	first := len(p.attachments) // the pod's element i is attachments[first+i]
+	p.firstElement, p.elements = first, len(v.Attachments)
 	for i, a := range v.Attachments {
 		p.attachments = append(p.attachments, a.Attachment)
 		p.resources = append(p.resources, a.Resource)

@@ -45,6 +45,16 @@ const (
 	// multinetd, and tearing down its attachments failed; multinetd retries
 	// at its next reap (multinetd's reapInterval).
 	ReasonStaleSandboxTeardownFailed = "StaleSandboxTeardownFailed"
+	// ReasonRemovedInterface (Normal): hot-plug tore down an attachment
+	// whose network selection element left the pod's networks annotation;
+	// the message names the interface and the network.
+	ReasonRemovedInterface = "RemovedInterface"
+	// ReasonHotPlugFailed (Warning): a change of the pod's networks
+	// annotation was not applied, or not entirely: an element that cannot
+	// be hot-plugged (refused until the annotation changes), or a delegate
+	// or lookup that failed (rolled back, retried). The message names the
+	// network, the interface and why.
+	ReasonHotPlugFailed = "NetworkHotPlugFailed"
 )
 
 // Events posts Events on pods through client-go's broadcaster, which

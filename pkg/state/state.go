@@ -68,6 +68,21 @@ type Record struct {
 	PodUID       string `json:"podUID,omitempty"`
 	// CNIArgs is the runtime's CNI_ARGS string, passed again to every delegate on DEL.
 	CNIArgs string `json:"cniArgs,omitempty"`
+	// CNIPath is the runtime's CNI_PATH at ADD time, where hot-plug finds
+	// the delegates (unless multinetd's cniBinDirs is set). Empty in records
+	// written before hot-plug.
+	CNIPath string `json:"cniPath,omitempty"`
+	// Selection is true when every attachment made for a network selection
+	// element of the pod carries that element (Attachment.Element), so that
+	// hot-plug can tell which elements are attached. False in records
+	// written before hot-plug: their sandboxes are not hot-plugged.
+	Selection bool `json:"selection,omitempty"`
+	// HotPlug is the hot-plug in progress: saved before its first delegate
+	// runs, cleared by the save that ends it. A record that still has it
+	// after a restart was interrupted; the next hot-plug first finishes the
+	// detaches and rolls back the attaches it left (Attachment.Detach,
+	// Attachment.HotPlugged with PhasePlanned).
+	HotPlug *HotPlug `json:"hotPlug,omitempty"`
 	// Attachments in ADD order; DEL runs them in reverse.
 	Attachments []Attachment `json:"attachments"`
 	// Complete is true once the whole ADD succeeded.
@@ -85,6 +100,15 @@ type Record struct {
 	NetworkStatus *NetworkStatus `json:"networkStatus,omitempty"`
 	// Updated is the time of the last write (RFC 3339).
 	Updated time.Time `json:"updated"`
+}
+
+// HotPlug is a hot-plug of a running pod's networks in progress.
+type HotPlug struct {
+	// Networks is the k8s.v1.cni.cncf.io/networks annotation being
+	// converged to.
+	Networks string `json:"networks"`
+	// Started is when the hot-plug began.
+	Started time.Time `json:"started"`
 }
 
 // StatusState says whether a record's network-status has been published.
@@ -147,6 +171,19 @@ type Attachment struct {
 	DeviceInfoFile string `json:"deviceInfoFile,omitempty"`
 	// DeviceID is the device allocated by kubelet for this attachment, if any.
 	DeviceID string `json:"deviceID,omitempty"`
+	// Element is the network selection element (multi-net spec §4.1.2.1)
+	// this attachment was made for, as canonical JSON
+	// (selection.Element.MarshalJSON); nil for the default network,
+	// multinetd's defaultNetworks and the auxiliary chain, which hot-plug
+	// never touches.
+	Element json.RawMessage `json:"element,omitempty"`
+	// HotPlugged is true for an attachment made by a hot-plug rather than
+	// the runtime's ADD. With PhasePlanned it is an attach a hot-plug had
+	// begun and not finished.
+	HotPlugged bool `json:"hotPlugged,omitempty"`
+	// Detach is true for an attachment a hot-plug is removing (its element
+	// left the annotation) whose delegate DEL has not succeeded yet.
+	Detach bool `json:"detach,omitempty"`
 }
 
 // Store keeps one record file per container in a directory.

@@ -1,0 +1,820 @@
+package attach
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	cnitypes "github.com/containernetworking/cni/pkg/types"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/multinet/multinet/pkg/cniserver/api"
+	"github.com/multinet/multinet/pkg/devinfo"
+	"github.com/multinet/multinet/pkg/kube"
+	"github.com/multinet/multinet/pkg/netconf"
+	"github.com/multinet/multinet/pkg/podnetworks"
+	"github.com/multinet/multinet/pkg/selection"
+	"github.com/multinet/multinet/pkg/state"
+	"github.com/multinet/multinet/pkg/status"
+)
+
+// Hot-plug (docs/hotplug.md): when the k8s.v1.cni.cncf.io/networks
+// annotation of a running pod changes, multinetd attaches exactly the
+// network selection elements that were added and detaches exactly those
+// that were removed, in the sandbox's network namespace from its record,
+// holding the container's lock (the one the runtime's ADD, DEL and CHECK
+// hold). The record says which element each attachment was made for
+// (state.Attachment.Element); podnetworks.DiffElements compares them with
+// the annotation. Intent is saved before any delegate runs (the removals
+// marked Detach, the additions planned and HotPlugged), the result after;
+// a hot-plug interrupted by a crash is finished (detaches) or rolled back
+// (attaches) by the next one, which then converges to the annotation as it
+// is by then. The default network, multinetd's defaultNetworks, the
+// auxiliary chain and the interface the runtime named are never touched.
+
+// Results of a hot-plug (HotPlugObserver, the metrics' result label).
+const (
+	// HotPlugSucceeded: the sandbox's attachments match the annotation.
+	HotPlugSucceeded = "succeeded"
+	// HotPlugFailed: a delegate, a lookup or a save failed; what failed was
+	// rolled back and the hot-plug is retried.
+	HotPlugFailed = "failed"
+	// HotPlugRefused: the change cannot be made (an element that cannot be
+	// hot-plugged, an annotation that does not parse, a sandbox attached
+	// before hot-plug existed); only a new annotation helps.
+	HotPlugRefused = "refused"
+)
+
+// HotPlugObserver is the optional part of Options.Observer told about
+// hot-plugs (multinetd's metrics).
+type HotPlugObserver interface {
+	// HotPlugDone is called after each hot-plug that changed or tried to
+	// change something, with its result (HotPlugSucceeded, HotPlugFailed,
+	// HotPlugRefused) and how long it took, the wait for the container's
+	// lock included.
+	HotPlugDone(result string, d time.Duration)
+}
+
+var (
+	// ErrNoSandbox: the pod has no complete attachment record on this node
+	// that hot-plug may change (no sandbox here, a host-network pod, a
+	// sandbox being torn down or superseded). Nothing to do.
+	ErrNoSandbox = errors.New("no attached pod sandbox on this node")
+	// ErrBusy: the pod's sandbox has an operation in progress (its ADD has
+	// not completed, a DEL or CHECK holds it); try again later.
+	ErrBusy = errors.New("the pod's sandbox has an operation in progress")
+)
+
+// HotPlugError is a hot-plug that did not converge. Err says why (every
+// element that was refused or failed, by network and interface).
+type HotPlugError struct {
+	// Retry is true when trying again may succeed (a delegate failed, a
+	// NetworkAttachmentDefinition is missing, a lookup or a save failed);
+	// false when only a new annotation can.
+	Retry bool
+	Err   error
+}
+
+func (e *HotPlugError) Error() string { return "hot-plug: " + e.Err.Error() }
+func (e *HotPlugError) Unwrap() error { return e.Err }
+
+// HotPlugResult is what one hot-plug changed.
+type HotPlugResult struct {
+	// ContainerID is the pod sandbox.
+	ContainerID string
+	// Added and Removed are the attachments made and torn down, each
+	// "namespace/name@ifname".
+	Added, Removed []string
+}
+
+// hotPlugLockWait bounds how long a hot-plug waits for the container's
+// lock; an operation that holds it longer makes the hot-plug ErrBusy.
+const hotPlugLockWait = 2 * time.Second
+
+// HotPlug converges the attachments of pod's sandbox on this node to the
+// pod's k8s.v1.cni.cncf.io/networks annotation (docs/hotplug.md). It
+// returns nil, nil when there is nothing to do; otherwise what it changed
+// and, when not everything converged, a *HotPlugError. ErrNoSandbox: the
+// pod has no sandbox hot-plug may change; ErrBusy (wrapped): another
+// operation holds the sandbox, try later.
+//
+// Every rule of ADD applies to an added element (podnetworks.Check:
+// isolation, the NAD, capabilities, cni-args; device-info files), plus
+// podnetworks' hot-plug rules (no device networks, no "default-route").
+// Generated interface names net1, net2, … of remaining attachments stay;
+// an added element without "interface" gets the first netN no attachment
+// of the sandbox uses and no element requests. A failed attach is rolled
+// back (its DEL runs; the record forgets it) and posts a
+// NetworkHotPlugFailed Warning; a failed detach stays in the record for
+// the next attempt (or the runtime's DEL). network-status is written after
+// every change (netstatus.go), AddedInterface and RemovedInterface Events
+// say what changed.
+func (e *Engine) HotPlug(ctx context.Context, pod *corev1.Pod) (*HotPlugResult, error) {
+	start := time.Now()
+	id, ok := e.sandboxes.lookup(klog.FromContext(ctx), e.opts.Store, pod.Namespace, pod.Name)
+	if !ok {
+		return nil, ErrNoSandbox
+	}
+	lctx, cancel := context.WithTimeout(ctx, hotPlugLockWait)
+	unlock, err := e.locks.lock(lctx, id)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBusy, err)
+	}
+	defer unlock()
+
+	rec, err := e.opts.Store.Load(id)
+	switch {
+	case errors.Is(err, state.ErrNotFound):
+		e.sandboxes.forget(id)
+		return nil, ErrNoSandbox
+	case err != nil:
+		return nil, fmt.Errorf("%w: %v", ErrNoSandbox, err) // corrupt: DEL deals with it
+	case !rec.Complete || rec.Partial:
+		return nil, fmt.Errorf("%w: the ADD of container %s has not completed", ErrBusy, id)
+	case !kube.IsRuntimePod(pod, rec.PodUID),
+		rec.NetworkStatus != nil && rec.NetworkStatus.State == state.StatusWithdrawn:
+		return nil, ErrNoSandbox // another pod of that name, or a superseded sandbox
+	}
+	if _, err := os.Stat(rec.Netns); err != nil {
+		return nil, fmt.Errorf("%w: network namespace %s of container %s: %v", ErrNoSandbox, rec.Netns, id, err)
+	}
+	log := klog.FromContext(ctx).WithValues("containerID", id, "pod", podKey(pod.Namespace, pod.Name))
+	if !rec.Selection {
+		return nil, e.hotPlugUnrecorded(pod, rec)
+	}
+	h := &hotPlug{e: e, pod: pod, rec: rec, log: log, res: HotPlugResult{ContainerID: id}}
+	attempted, err := h.run(ctx)
+	if !attempted {
+		return nil, err
+	}
+	result := HotPlugSucceeded
+	var he *HotPlugError
+	if errors.As(err, &he) {
+		result = HotPlugFailed
+		if !he.Retry {
+			result = HotPlugRefused
+		}
+	}
+	if o, ok := e.opts.Observer.(HotPlugObserver); ok {
+		o.HotPlugDone(result, time.Since(start))
+	}
+	log.Info("hot-plug", "result", result, "added", h.res.Added, "removed", h.res.Removed)
+	return &h.res, err
+}
+
+// hotPlugUnrecorded handles a sandbox whose record was written before
+// hot-plug (no elements recorded): its annotation when first seen is taken
+// as what it has; a later change is refused with one Warning per value.
+func (e *Engine) hotPlugUnrecorded(pod *corev1.Pod, rec *state.Record) error {
+	networks := pod.Annotations[selection.NetworksAnnotation]
+	first, changed := e.hotplugMemo.baseline(rec.ContainerID, networks)
+	if first || !changed {
+		return nil
+	}
+	err := &HotPlugError{Err: fmt.Errorf("sandbox %s was attached by a multinetd that did not record its network selection elements: its networks cannot be hot-plugged (re-create the pod)", rec.ContainerID)}
+	if e.hotplugMemo.warn(rec.ContainerID, networks) {
+		e.warningEvent(pod, kube.ReasonHotPlugFailed, "%s: %v", selection.NetworksAnnotation, err.Err)
+		if o, ok := e.opts.Observer.(HotPlugObserver); ok {
+			o.HotPlugDone(HotPlugRefused, 0)
+		}
+	}
+	return err
+}
+
+// hotPlug is one hot-plug of one sandbox; the container's lock is held.
+type hotPlug struct {
+	e   *Engine
+	pod *corev1.Pod
+	rec *state.Record
+	log klog.Logger
+	res HotPlugResult
+
+	cni     *libcni.CNIConfig
+	cniPath string
+	args    podArgs
+	// list is the network-status being maintained (the record's, with
+	// the entries of detached attachments removed and of attached ones
+	// added); nil when the record has none to publish.
+	list []status.NetworkStatus
+	// refused, failed are the problems met, for the error and Events.
+	refused, failed []error
+}
+
+// run converges the sandbox and reports whether it changed, tried to
+// change, or newly refused anything (false: nothing to do; err may still
+// repeat a refusal already reported).
+func (h *hotPlug) run(ctx context.Context) (attempted bool, err error) {
+	e, rec := h.e, h.rec
+	h.cniPath = rec.CNIPath
+	if h.cniPath == "" {
+		h.cniPath = e.requestPath()
+	}
+	if h.cniPath == "" && len(e.opts.BinDirs) == 0 {
+		return false, &HotPlugError{Retry: true, Err: errors.New("no CNI_PATH known yet (the record has none and no CNI request has been served)")}
+	}
+	h.cni = e.cniFor(h.cniPath)
+	if h.args, err = parseArgs(rec.CNIArgs); err != nil {
+		return false, &HotPlugError{Err: fmt.Errorf("record of container %s: %w", rec.ContainerID, err)}
+	}
+	if ns := rec.NetworkStatus; ns != nil && e.opts.Status != nil {
+		if h.list, err = status.Decode(ns.Value); err != nil {
+			h.log.Error(err, "the record's network-status does not decode; not written after this hot-plug")
+			h.list = nil
+		}
+	}
+
+	changed, err := h.finishInterrupted(ctx)
+	if err != nil {
+		return h.done(ctx, changed)
+	}
+	networks, present := h.pod.Annotations[selection.NetworksAnnotation]
+	var elems []selection.Element
+	if present {
+		if elems, err = selection.Parse(networks, h.pod.Namespace); err != nil {
+			// Never "nothing selected": a value that does not parse
+			// changes nothing (the webhook denies it).
+			h.refused = append(h.refused, fmt.Errorf("%s: %w", podnetworks.AnnotationField(selection.NetworksAnnotation), err))
+			return h.done(ctx, changed)
+		}
+	}
+	old, at, err := h.recordedElements()
+	if err != nil {
+		h.refused = append(h.refused, err)
+		return h.done(ctx, changed)
+	}
+	d := podnetworks.DiffElements(old, elems)
+	if d.Empty() && !changed {
+		e.hotplugMemo.clearWarned(rec.ContainerID)
+		return false, nil
+	}
+	rec.HotPlug = &state.HotPlug{Networks: networks, Started: time.Now().UTC()}
+	removed, kept := h.removable(d.Removed, old, at)
+	if h.detach(ctx, removed) {
+		changed = true
+	}
+	added := slices.DeleteFunc(slices.Clone(d.Added), func(i int) bool { return kept[sameSlot(elems[i])] })
+	if len(added) > 0 && h.attach(ctx, elems, added) {
+		changed = true
+	}
+	return h.done(ctx, changed)
+}
+
+// sameSlot identifies what an element attaches: its network and requested
+// interface.
+func sameSlot(el selection.Element) string { return el.Key() + "@" + el.InterfaceRequest }
+
+// removable returns the attachments (indices in the record) of the removed
+// elements old[j], j in removed, that hot-plug may detach; the others are
+// refused (podnetworks.HotPlugRemoveProblem) and their slots (sameSlot)
+// returned, so that an element that changed into one of them is not added
+// next to it.
+func (h *hotPlug) removable(removed []int, old []selection.Element, at []int) (idx []int, kept map[string]bool) {
+	kept = map[string]bool{}
+	for _, j := range removed {
+		if p := podnetworks.HotPlugRemoveProblem(old[j]); p != nil {
+			h.refused = append(h.refused, p)
+			kept[sameSlot(old[j])] = true
+			continue
+		}
+		idx = append(idx, at[j])
+	}
+	return idx, kept
+}
+
+// recordedElements decodes the elements of the record's attachments that
+// were made for the pod's network selection and are not being detached;
+// at[i] is the attachment index of old[i].
+func (h *hotPlug) recordedElements() (old []selection.Element, at []int, err error) {
+	for i, a := range h.rec.Attachments {
+		if a.Element == nil || a.Detach || a.Default || a.Auxiliary {
+			continue
+		}
+		var el selection.Element
+		if err := json.Unmarshal(a.Element, &el); err != nil {
+			return nil, nil, fmt.Errorf("record of container %s: attachment %s (%s): its network selection element: %w", h.rec.ContainerID, a.Network, a.IfName, err)
+		}
+		old, at = append(old, el), append(at, i)
+	}
+	return old, at, nil
+}
+
+// finishInterrupted finishes what an interrupted hot-plug left: the
+// attachments marked Detach are detached, the attaches it began
+// (HotPlugged, PhasePlanned) rolled back. It reports whether the record
+// changed; the error says what could not be torn down (kept for the next
+// attempt).
+func (h *hotPlug) finishInterrupted(ctx context.Context) (changed bool, err error) {
+	var idx []int
+	for i, a := range h.rec.Attachments {
+		if a.Detach || (a.HotPlugged && a.Phase == state.PhasePlanned) {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 && h.rec.HotPlug == nil {
+		return false, nil
+	}
+	h.log.Info("finishing an interrupted hot-plug", "attachments", len(idx))
+	gone := map[int]bool{}
+	for _, i := range slices.Backward(idx) {
+		a := h.rec.Attachments[i]
+		if err := h.tearDown(ctx, &a); err != nil {
+			h.failed = append(h.failed, err)
+			continue
+		}
+		gone[i] = true
+		if a.Detach {
+			h.detached(a)
+		}
+	}
+	h.rec.Attachments = deleteIndices(h.rec.Attachments, gone)
+	h.rec.HotPlug = nil
+	return true, errors.Join(h.failed...)
+}
+
+// detach tears down the record's attachments idx, in reverse order, after
+// saving the intent. It reports whether the record changed.
+func (h *hotPlug) detach(ctx context.Context, idx []int) bool {
+	if len(idx) == 0 {
+		return false
+	}
+	for _, i := range idx {
+		h.rec.Attachments[i].Detach = true
+	}
+	if err := h.e.opts.Store.SaveBuffered(h.rec); err != nil {
+		h.failed = append(h.failed, fmt.Errorf("save the record before detaching: %w", err))
+		for _, i := range idx {
+			h.rec.Attachments[i].Detach = false
+		}
+		return false
+	}
+	gone := map[int]bool{}
+	for _, i := range slices.Backward(idx) {
+		a := h.rec.Attachments[i]
+		if err := h.tearDown(ctx, &a); err != nil {
+			h.failed = append(h.failed, err)
+			h.e.warningEvent(h.pod, kube.ReasonHotPlugFailed, "remove %s from network %s: %s (the interface stays until a retry succeeds)", a.IfName, a.Network, cniMsg(err))
+			continue
+		}
+		gone[i] = true
+		h.detached(a)
+	}
+	h.rec.Attachments = deleteIndices(h.rec.Attachments, gone)
+	return true
+}
+
+// detached notes that attachment a was torn down: out of network-status,
+// into the result, a RemovedInterface Event.
+func (h *hotPlug) detached(a state.Attachment) {
+	h.list = slices.DeleteFunc(h.list, func(s status.NetworkStatus) bool {
+		return !s.Default && s.Name == a.Network && s.Interface == a.IfName
+	})
+	h.res.Removed = append(h.res.Removed, a.Network+"@"+a.IfName)
+	h.e.normalEvent(h.pod, kube.ReasonRemovedInterface, "Remove %s from %s (hot-plug)", a.IfName, a.Network)
+}
+
+// tearDown runs the delegate DEL of attachment a of the sandbox and
+// removes its device-info file.
+func (h *hotPlug) tearDown(ctx context.Context, a *state.Attachment) error {
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.e.opts.DelegateTimeout+h.e.opts.TeardownGrace)
+	defer cancel()
+	if err := h.e.delOne(tctx, h.cni, h.rec.ContainerID, h.rec.Netns, h.args, a, 1); err != nil {
+		return err
+	}
+	if a.DeviceInfoFile != "" {
+		if err := devinfo.RemoveFile(a.DeviceInfoFile); err != nil {
+			h.log.Error(err, "remove the device-info file of a detached attachment", "file", a.DeviceInfoFile)
+		}
+	}
+	return nil
+}
+
+// attach checks the added elements elems[i], i in added, with every rule
+// of ADD and of hot-plug, plans them on interface names the sandbox does
+// not use, saves the intent and runs each delegate ADD, rolling back the
+// ones that fail. It reports whether the record changed.
+func (h *hotPlug) attach(ctx context.Context, elems []selection.Element, added []int) bool {
+	e := h.e
+	defIf := h.defaultIfName()
+	v, err := podnetworks.Check(ctx, podnetworks.Pod{Namespace: h.pod.Namespace, Annotations: h.pod.Annotations}, podnetworks.Options{
+		Policy: e.opts.Policy, NADs: e.opts.NADs, Configs: e.opts.Resolver,
+		ResourceNameKeys: e.opts.ResourceNameKeys, DefaultIfName: defIf,
+	})
+	if err != nil {
+		h.failed = append(h.failed, fmt.Errorf("pod %s/%s: %w", h.pod.Namespace, h.pod.Name, err))
+		return false
+	}
+	ok := h.checkAdded(v, added)
+	if len(ok) == 0 {
+		return false
+	}
+
+	// Interface names: the requested one, or the first netN that no
+	// attachment of the sandbox has and no added element requests.
+	taken := map[string]string{}
+	for _, a := range h.rec.Attachments {
+		if !a.Default && !a.Auxiliary {
+			taken[a.IfName] = fmt.Sprintf("network %q of the pod", a.Network)
+		}
+	}
+	addElems := make([]selection.Element, len(ok))
+	for k, i := range ok {
+		addElems[k] = elems[i]
+	}
+	names, nameErrs := netconf.IfNames(addElems, netconf.PlanOptions{DefaultIfName: defIf, Reserved: taken})
+
+	first := len(h.rec.Attachments)
+	var planned []netconf.Attachment
+	var files []string
+	for k, i := range ok {
+		a := v.Attachments[i].Attachment
+		a.IfName = names[k]
+		p, err := h.planOne(a, nameErrs[k])
+		if err != nil {
+			h.failed = append(h.failed, err)
+			e.warningEvent(h.pod, kube.ReasonHotPlugFailed, "add network %s: %s", a.NetworkKey, cniMsg(err))
+			continue
+		}
+		a = p.attachments[0]
+		planned, files = append(planned, a), append(files, p.deviceInfoFiles[0])
+		el, _ := a.Element.MarshalJSON() // planOne encoded it
+		h.rec.Attachments = append(h.rec.Attachments, state.Attachment{
+			Network: a.NetworkKey, IfName: a.IfName, ConfList: a.ConfList.Bytes, CapabilityArgs: a.CapabilityArgs,
+			Phase: state.PhasePlanned, DeviceInfoFile: p.deviceInfoFiles[0], Element: el, HotPlugged: true,
+		})
+	}
+	if len(planned) == 0 {
+		return false
+	}
+	if err := e.opts.Store.SaveBuffered(h.rec); err != nil {
+		h.failed = append(h.failed, fmt.Errorf("save the record before attaching: %w", err))
+		for _, f := range files {
+			if f != "" {
+				_ = devinfo.RemoveFile(f)
+			}
+		}
+		h.rec.Attachments = h.rec.Attachments[:first]
+		return false
+	}
+	gone := map[int]bool{}
+	for k := range planned {
+		if !h.attachOne(ctx, &planned[k], first+k, files[k]) {
+			gone[first+k] = true
+		}
+	}
+	h.rec.Attachments = deleteIndices(h.rec.Attachments, gone)
+	return true
+}
+
+// checkAdded returns the added elements (indices of v.Elements) that may
+// be attached: Check found no problem with them and podnetworks' hot-plug
+// rules allow them. Check's problems (a missing NAD, a key no plugin is
+// capable of, isolation) may go away when NADs change: they fail the
+// hot-plug (retried) with a Warning; the hot-plug rules' refusals do not.
+func (h *hotPlug) checkAdded(v *podnetworks.Verdict, added []int) []int {
+	problems := map[int][]podnetworks.Problem{}
+	for _, p := range v.Problems {
+		if p.Annotation == selection.NetworksAnnotation && p.Index >= 0 {
+			problems[p.Index] = append(problems[p.Index], p)
+		}
+	}
+	var ok []int
+	for _, i := range added {
+		if refusals := v.HotPlugAddProblems(i); len(refusals) > 0 {
+			for _, p := range refusals {
+				h.refused = append(h.refused, p)
+			}
+			continue
+		}
+		probs := problems[i]
+		if len(probs) == 0 && (i >= len(v.Attachments) || !v.Attachments[i].Planned) {
+			probs = append(probs, podnetworks.Problem{Annotation: selection.NetworksAnnotation, Field: podnetworks.AnnotationField(selection.NetworksAnnotation), Index: i,
+				Err: fmt.Errorf("networks[%d]: not checked", i)})
+		}
+		if len(probs) > 0 {
+			err := &podnetworks.Error{Problems: probs}
+			h.failed = append(h.failed, err)
+			h.e.warningEvent(h.pod, kube.ReasonHotPlugFailed, "%v", err)
+			continue
+		}
+		ok = append(ok, i)
+	}
+	return ok
+}
+
+// planOne prepares the attach of a (planned by Check, on its hot-plug
+// interface name, nameErr the name's problem): its plugins must exist, its
+// device-info file is prepared, its network remembered for GC; its element
+// must encode. The returned plan has the one attachment.
+func (h *hotPlug) planOne(a netconf.Attachment, nameErr error) (*plan, error) {
+	if nameErr != nil {
+		return nil, fmt.Errorf("network %s: %w (spec §4.1.2.1.5)", a.NetworkKey, nameErr)
+	}
+	if _, err := a.Element.MarshalJSON(); err != nil {
+		return nil, fmt.Errorf("network %s: encode its network selection element: %w", a.NetworkKey, err)
+	}
+	p := &plan{pod: h.pod, attachments: []netconf.Attachment{a}, resources: []string{""}, deviceIDs: []string{""}, deviceInfoFiles: []string{""}}
+	if err := h.e.findPlugins(h.cniPath, p); err != nil {
+		return nil, err
+	}
+	if err := h.e.prepareDeviceInfoFiles(h.rec.ContainerID, p); err != nil {
+		return nil, err
+	}
+	h.e.rememberNetworks(h.log, p)
+	return p, nil
+}
+
+// attachOne runs the delegate ADD of planned attachment a, record entry i,
+// and reports whether it is attached; a failure is rolled back (false) or,
+// when the rollback fails too, left planned for the next attempt (true).
+func (h *hotPlug) attachOne(ctx context.Context, a *netconf.Attachment, i int, deviceInfoFile string) bool {
+	e := h.e
+	req := &api.Request{ContainerID: h.rec.ContainerID, Netns: h.rec.Netns}
+	res, err := e.runAdd(ctx, h.cni, a, req, h.args)
+	var raw []byte
+	if err == nil {
+		raw, err = json.Marshal(res)
+	}
+	var st status.NetworkStatus
+	if err == nil && h.list != nil {
+		st, err = h.statusEntry(a, res, deviceInfoFile)
+	}
+	if err != nil {
+		h.failed = append(h.failed, err)
+		msg, kept := cniMsg(err), false
+		if rerr := h.tearDown(ctx, &h.rec.Attachments[i]); rerr != nil {
+			msg += fmt.Sprintf(" (and rolling it back: %s; retried)", cniMsg(rerr))
+			h.failed = append(h.failed, rerr)
+			kept = true
+		} else {
+			msg += " (rolled back)"
+		}
+		e.warningEvent(h.pod, kube.ReasonHotPlugFailed, "add %s from network %s: %s", a.IfName, a.NetworkKey, msg)
+		return kept
+	}
+	h.rec.Attachments[i].Phase, h.rec.Attachments[i].Result = state.PhaseAdded, raw
+	if h.list != nil {
+		h.list = append(h.list, st)
+	}
+	h.res.Added = append(h.res.Added, a.NetworkKey+"@"+a.IfName)
+	e.normalEvent(h.pod, kube.ReasonAddedInterface, "Add %s %v from %s (hot-plug)", a.IfName, st.IPs, a.NetworkKey)
+	return true
+}
+
+// statusEntry is the network-status entry of attachment a with result res
+// (spec §5); an optional value that cannot be published is left out with a
+// NetworkValueIgnored Warning, as at ADD.
+func (h *hotPlug) statusEntry(a *netconf.Attachment, res cnitypes.Result, deviceInfoFile string) (status.NetworkStatus, error) {
+	var opts status.Options
+	if deviceInfoFile != "" {
+		d, err := devinfo.ReadFileRaw(deviceInfoFile)
+		switch {
+		case err == nil:
+			opts.DeviceInfo = d
+		case !errors.Is(err, fs.ErrNotExist):
+			h.e.warningEvent(h.pod, kube.ReasonValueIgnored, "network %s: network-status %s left out: %s", a.NetworkKey, `"device-info"`, err.Error())
+		}
+	}
+	s, omitted, err := status.FromResultWithOmissions(res, a.NetworkKey, a.IfName, opts)
+	if err != nil {
+		return s, fmt.Errorf("network %s: network-status: %w", a.NetworkKey, err)
+	}
+	for _, o := range omitted {
+		h.e.warningEvent(h.pod, kube.ReasonValueIgnored, "network %s: network-status %q left out: %s", a.NetworkKey, o.Field, o.Reason)
+	}
+	return s, nil
+}
+
+// defaultIfName is the interface the runtime named (the default network's).
+func (h *hotPlug) defaultIfName() string {
+	for _, a := range h.rec.Attachments {
+		if a.Default {
+			return a.IfName
+		}
+	}
+	return podnetworks.DefaultIfName
+}
+
+// done saves the record (durably) when it changed and publishes its
+// network-status; it posts the Warning of refusals not reported before for
+// this annotation value. attempted: something changed, failed, or was
+// newly refused. err: nil when everything converged, else a *HotPlugError.
+func (h *hotPlug) done(ctx context.Context, changed bool) (attempted bool, err error) {
+	e, rec := h.e, h.rec
+	if changed {
+		rec.HotPlug = nil
+		h.setStatus()
+		if err := e.opts.Store.Save(rec); err != nil {
+			// The buffered intent stays on disk: the next hot-plug rolls
+			// back what it planned and converges again.
+			h.failed = append(h.failed, fmt.Errorf("save the record: %w", err))
+		} else if rec.Pending() {
+			e.publishStatus(ctx, h.pod, rec)
+		}
+	}
+	news := false
+	if len(h.refused) > 0 {
+		news = e.hotplugMemo.warn(rec.ContainerID, h.pod.Annotations[selection.NetworksAnnotation])
+		if news {
+			e.warningEvent(h.pod, kube.ReasonHotPlugFailed, "%v", errors.Join(h.refused...))
+		}
+	} else {
+		e.hotplugMemo.clearWarned(rec.ContainerID)
+	}
+	attempted = changed || len(h.failed) > 0 || news
+	errs := append(slices.Clone(h.failed), h.refused...)
+	if len(errs) == 0 {
+		return attempted, nil
+	}
+	return attempted, &HotPlugError{Retry: len(h.failed) > 0, Err: errors.Join(errs...)}
+}
+
+// forgetSandbox drops what hot-plug keeps of container id (its record was
+// removed).
+func (e *Engine) forgetSandbox(id string) {
+	e.sandboxes.forget(id)
+	e.hotplugMemo.forget(id)
+}
+
+// setStatus puts the network-status of the record's attachments into the
+// record, pending when it differs from what was published (or that had not
+// landed yet). The list keeps the default network's entry and the entries
+// of attachments the record has (added, not being detached): an entry of
+// an attachment a crashed hot-plug detached goes too.
+func (h *hotPlug) setStatus() {
+	if h.list == nil {
+		return
+	}
+	have := map[string]bool{}
+	for _, a := range h.rec.Attachments {
+		if a.Phase == state.PhaseAdded && !a.Detach {
+			have[a.Network+"@"+a.IfName] = true
+		}
+	}
+	list := slices.DeleteFunc(h.list, func(s status.NetworkStatus) bool { return !s.Default && !have[s.Name+"@"+s.Interface] })
+	value, err := status.Encode(list)
+	if err != nil {
+		h.log.Error(err, "encode network-status")
+		return
+	}
+	if old := h.rec.NetworkStatus; old != nil && old.Value == value && old.PodUID == string(h.pod.UID) {
+		return // unchanged: published, or still pending for the retrier
+	}
+	h.rec.NetworkStatus = &state.NetworkStatus{Value: value, PodUID: string(h.pod.UID), State: state.StatusPending}
+}
+
+// deleteIndices returns atts without the indices in gone, in order.
+func deleteIndices(atts []state.Attachment, gone map[int]bool) []state.Attachment {
+	if len(gone) == 0 {
+		return atts
+	}
+	out := atts[:0]
+	for i, a := range atts {
+		if !gone[i] {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// hotplugMemo remembers, per container, what hot-plug has already said
+// about it, so that pod updates that change nothing do not repeat it.
+type hotplugMemo struct {
+	mu sync.Mutex
+	// warned is the annotation value whose refusals were reported.
+	warned map[string]string
+	// baselines are the annotations of sandboxes without recorded
+	// elements when first seen.
+	baselines map[string]string
+}
+
+// warn reports whether refusals of networks for container id are news,
+// and remembers them.
+func (m *hotplugMemo) warn(id, networks string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.warned == nil {
+		m.warned = map[string]string{}
+	}
+	if v, ok := m.warned[id]; ok && v == networks {
+		return false
+	}
+	m.warned[id] = networks
+	return true
+}
+
+// clearWarned forgets the refusals reported for container id (its
+// annotation converged or has nothing refused any more).
+func (m *hotplugMemo) clearWarned(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.warned, id)
+}
+
+// baseline returns whether container id is seen for the first time (its
+// annotation networks then becomes its baseline) and whether networks
+// differs from the baseline.
+func (m *hotplugMemo) baseline(id, networks string) (first, changed bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.baselines == nil {
+		m.baselines = map[string]string{}
+	}
+	b, ok := m.baselines[id]
+	if !ok {
+		m.baselines[id] = networks
+		return true, false
+	}
+	return false, b != networks
+}
+
+// forget drops what is remembered of container id.
+func (m *hotplugMemo) forget(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.warned, id)
+	delete(m.baselines, id)
+}
+
+// sandboxIndex maps each pod (namespace/name) to the container ID of its
+// newest complete attachment record, for hot-plug. It is built from the
+// records on first use and kept by ADD (set) and DEL (forget).
+type sandboxIndex struct {
+	mu    sync.Mutex
+	built bool
+	byPod map[string]sandboxEntry
+}
+
+type sandboxEntry struct {
+	id      string
+	updated time.Time
+}
+
+// set records rec as its pod's sandbox when it is complete and newer.
+func (x *sandboxIndex) set(rec *state.Record) {
+	if rec.PodName == "" || !rec.Complete {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if !x.built {
+		return // the first lookup reads every record
+	}
+	k := podKey(rec.PodNamespace, rec.PodName)
+	if cur, ok := x.byPod[k]; ok && cur.id != rec.ContainerID && cur.updated.After(rec.Updated) {
+		return
+	}
+	x.byPod[k] = sandboxEntry{id: rec.ContainerID, updated: rec.Updated}
+}
+
+// forget drops container id.
+func (x *sandboxIndex) forget(id string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for k, s := range x.byPod {
+		if s.id == id {
+			delete(x.byPod, k)
+		}
+	}
+}
+
+// lookup returns the container ID of pod namespace/name's sandbox.
+func (x *sandboxIndex) lookup(log klog.Logger, store *state.Store, namespace, name string) (string, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if !x.built {
+		x.build(log, store)
+	}
+	s, ok := x.byPod[podKey(namespace, name)]
+	return s.id, ok
+}
+
+// build reads every record (x.mu held). Records that cannot be read are
+// left out (DEL, GC and the reaper deal with them).
+func (x *sandboxIndex) build(log klog.Logger, store *state.Store) {
+	x.byPod = map[string]sandboxEntry{}
+	ids, err := store.List()
+	if err != nil {
+		log.Error(err, "hot-plug: list the attachment records; retried at the next hot-plug")
+		return
+	}
+	for _, id := range ids {
+		rec, err := store.Load(id)
+		if err != nil || rec.PodName == "" || !rec.Complete {
+			continue
+		}
+		k := podKey(rec.PodNamespace, rec.PodName)
+		if cur, ok := x.byPod[k]; !ok || rec.Updated.After(cur.updated) {
+			x.byPod[k] = sandboxEntry{id: id, updated: rec.Updated}
+		}
+	}
+	x.built = true
+}
