@@ -187,6 +187,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := pods.OnDelete(engine.StatusPodGone); err != nil {
 		return err
 	}
+	// A running pod whose networks annotation changes is hot-plugged
+	// (hotplug.go); so is every pod of the first list, to converge what
+	// changed while multinetd was down.
+	hotPlug := newHotPlugger(pods, engine)
+	if err := pods.OnChange(hotPlug.changed); err != nil {
+		return err
+	}
 
 	listener, err := cniserver.Listen(cfg.SocketPath)
 	if err != nil {
@@ -240,6 +247,12 @@ func Run(ctx context.Context, cfg Config) error {
 			log.Info("informers synced")
 			poke()
 		}
+	}()
+
+	hotPlugDone := make(chan struct{})
+	go func() {
+		defer close(hotPlugDone)
+		hotPlug.run(runCtx, hotPlugWorkers, func() bool { return pods.HasSynced() && nadInformer.Informer().HasSynced() })
 	}()
 
 	reaperDone := make(chan struct{})
@@ -298,6 +311,10 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	select {
 	case <-reaperDone:
+	case <-sctx.Done():
+	}
+	select {
+	case <-hotPlugDone:
 	case <-sctx.Done():
 	}
 	if httpServer != nil {

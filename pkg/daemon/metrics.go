@@ -15,7 +15,7 @@ import (
 
 // metrics are multinetd's Prometheus metrics, in their own registry.
 // They implement cniserver.Observer, attach.Observer,
-// attach.StatusObserver and attach.RecordObserver.
+// attach.StatusObserver, attach.RecordObserver and attach.HotPlugObserver.
 type metrics struct {
 	registry   *prometheus.Registry
 	opDuration *prometheus.HistogramVec // command
@@ -27,9 +27,11 @@ type metrics struct {
 	nadLive    *prometheus.CounterVec   // result
 	nadSync    *prometheus.HistogramVec // result
 	stPending  prometheus.Gauge
-	stRetries  *prometheus.CounterVec // result
-	corrupt    *prometheus.CounterVec // operation, outcome
-	reaped     *prometheus.CounterVec // result
+	stRetries  *prometheus.CounterVec   // result
+	corrupt    *prometheus.CounterVec   // operation, outcome
+	reaped     *prometheus.CounterVec   // result
+	hotPlugs   *prometheus.CounterVec   // result
+	hotPlugDur *prometheus.HistogramVec // result
 }
 
 // latencyBuckets span 1 ms to about 65 s, in seconds.
@@ -90,9 +92,18 @@ func newMetrics() *metrics {
 			Namespace: "multinet", Name: "stale_sandboxes_total",
 			Help: "Attachment records of pod sandboxes the container runtime no longer lists (their DEL never reached multinetd), by result (reaped: torn down and removed; failed: a teardown failed, retried at the next reap).",
 		}, []string{"result"}),
+		hotPlugs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "multinet", Name: "hotplug_operations_total",
+			Help: "Hot-plugs of a running pod's networks (its networks annotation changed), by result (succeeded; failed: a delegate, lookup or save failed, rolled back and retried; refused: the change cannot be made until the annotation changes).",
+		}, []string{"result"}),
+		hotPlugDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "multinet", Name: "hotplug_duration_seconds",
+			Help:    "Time of one hot-plug, from taking the sandbox's lock to its record saved and network-status written, by result.",
+			Buckets: latencyBuckets,
+		}, []string{"result"}),
 	}
 	m.registry.MustRegister(m.opDuration, m.opTotal, m.queued, m.inFlight, m.delegate, m.delegateEr, m.nadLive, m.nadSync,
-		m.stPending, m.stRetries, m.corrupt, m.reaped,
+		m.stPending, m.stRetries, m.corrupt, m.reaped, m.hotPlugs, m.hotPlugDur,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{nadlookup.LiveFound, nadlookup.LiveNotFound, nadlookup.LiveError} {
 		m.nadLive.WithLabelValues(r)
@@ -103,7 +114,18 @@ func newMetrics() *metrics {
 	for _, r := range []string{attach.RetryLanded, attach.RetryFailed, attach.RetryWithdrawn} {
 		m.stRetries.WithLabelValues(r)
 	}
+	for _, r := range []string{attach.HotPlugSucceeded, attach.HotPlugFailed, attach.HotPlugRefused} {
+		m.hotPlugs.WithLabelValues(r)
+	}
 	return m
+}
+
+var _ attach.HotPlugObserver = (*metrics)(nil)
+
+// HotPlugDone implements attach.HotPlugObserver.
+func (m *metrics) HotPlugDone(result string, d time.Duration) {
+	m.hotPlugs.WithLabelValues(result).Inc()
+	m.hotPlugDur.WithLabelValues(result).Observe(d.Seconds())
 }
 
 var _ attach.StatusObserver = (*metrics)(nil)

@@ -85,6 +85,30 @@ func (c *PodCache) OnDelete(f func(namespace, name, uid string)) error {
 	return nil
 }
 
+// OnChange calls f with every pod the informer adds (also those of its
+// first list and of a relist: old is nil then) and with the old and new
+// version of every pod it sees updated, from the informer's goroutine: f
+// must not block. Call it before Run.
+func (c *PodCache) OnChange(f func(old, new *corev1.Pod)) error {
+	_, err := c.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if p, ok := obj.(*corev1.Pod); ok {
+				f(nil, p)
+			}
+		},
+		UpdateFunc: func(oldObj, newObj any) {
+			o, _ := oldObj.(*corev1.Pod)
+			if p, ok := newObj.(*corev1.Pod); ok {
+				f(o, p)
+			}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("pod cache: change handler: %w", err)
+	}
+	return nil
+}
+
 // Run runs the informer until ctx is done.
 func (c *PodCache) Run(ctx context.Context) { c.informer.Run(ctx.Done()) }
 

@@ -1,0 +1,210 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/multinet/multinet/pkg/attach"
+	"github.com/multinet/multinet/pkg/selection"
+)
+
+// fakePodCache stands for the pod informer's store.
+type fakePodCache struct {
+	mu   sync.Mutex
+	pods map[string]*corev1.Pod
+}
+
+func (f *fakePodCache) Cached(namespace, name string) (*corev1.Pod, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, ok := f.pods[namespace+"/"+name]
+	return p, ok
+}
+
+func (f *fakePodCache) put(p *corev1.Pod) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pods[p.Namespace+"/"+p.Name] = p
+}
+
+// fakeHotPlugEngine records the networks annotation of every pod it is
+// given and answers with errs in turn (nil once they run out); block, when
+// set, is waited for by the first call.
+type fakeHotPlugEngine struct {
+	mu      sync.Mutex
+	seen    []string
+	errs    []error
+	started chan struct{}
+	block   chan struct{}
+	calls   chan struct{}
+}
+
+func (f *fakeHotPlugEngine) HotPlug(_ context.Context, pod *corev1.Pod) (*attach.HotPlugResult, error) {
+	f.mu.Lock()
+	first := len(f.seen) == 0
+	f.seen = append(f.seen, pod.Annotations[selection.NetworksAnnotation])
+	var err error
+	if len(f.errs) > 0 {
+		err, f.errs = f.errs[0], f.errs[1:]
+	}
+	f.mu.Unlock()
+	if first && f.block != nil {
+		close(f.started)
+		<-f.block
+	}
+	f.calls <- struct{}{}
+	return nil, err
+}
+
+func (f *fakeHotPlugEngine) got() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.seen...)
+}
+
+func runningPod(networks string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "vm", UID: "uid-1",
+			Annotations: map[string]string{selection.NetworksAnnotation: networks}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+}
+
+// startLoop runs h with one worker until the test ends.
+func startLoop(t *testing.T, h *hotPlugger) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.run(ctx, 1, func() bool { return true })
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// Issue 12: an annotation that changes several times while a hot-plug of
+// the pod runs is converged once more, to its last value (the worker reads
+// the pod from the cache, the queue holds the pod once), not to each value
+// in turn.
+func TestHotPlugLoopConvergesToLastValue(t *testing.T) {
+	pods := &fakePodCache{pods: map[string]*corev1.Pod{}}
+	eng := &fakeHotPlugEngine{started: make(chan struct{}), block: make(chan struct{}), calls: make(chan struct{}, 10)}
+	h := newHotPlugger(pods, eng)
+	startLoop(t, h)
+
+	prev := runningPod("net-a")
+	pods.put(prev)
+	h.changed(nil, prev)
+	<-eng.started
+	for _, v := range []string{"net-a,net-b", "net-a", "net-a,net-b", "net-a,net-c"} {
+		p := runningPod(v)
+		pods.put(p)
+		h.changed(prev, p)
+		prev = p
+	}
+	close(eng.block)
+	<-eng.calls
+	<-eng.calls
+	if got := eng.got(); len(got) != 2 || got[1] != "net-a,net-c" {
+		t.Errorf("hot-plugs saw %q, want the first value then only the last (net-a,net-c)", got)
+	}
+}
+
+// Which informer events start a hot-plug, and which pods the worker
+// leaves alone: a network-status PATCH (same annotation, same phase) does
+// not enqueue; a pod that is not Running, is being deleted or uses the
+// host network is not hot-plugged.
+func TestHotPlugLoopFilters(t *testing.T) {
+	pods := &fakePodCache{pods: map[string]*corev1.Pod{}}
+	eng := &fakeHotPlugEngine{calls: make(chan struct{}, 10)}
+	h := newHotPlugger(pods, eng)
+
+	p := runningPod("net-a")
+	q := p.DeepCopy()
+	q.Annotations["k8s.v1.cni.cncf.io/network-status"] = "[]"
+	h.changed(p, q)
+	if n := h.queue.Len(); n != 0 {
+		t.Errorf("a network-status update enqueued %d pods", n)
+	}
+	r := q.DeepCopy()
+	r.Annotations[selection.NetworksAnnotation] = "net-a,net-b"
+	h.changed(q, r)
+	if n := h.queue.Len(); n != 1 {
+		t.Errorf("an annotation change enqueued %d pods, want 1", n)
+	}
+
+	now := metav1.Now()
+	for name, mod := range map[string]func(*corev1.Pod){
+		"pending":      func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending },
+		"deleting":     func(p *corev1.Pod) { p.DeletionTimestamp = &now },
+		"host network": func(p *corev1.Pod) { p.Spec.HostNetwork = true },
+	} {
+		p := runningPod("net-a")
+		mod(p)
+		pods.put(p)
+		if retry := h.hotPlug(context.Background(), "ns1/vm"); retry {
+			t.Errorf("%s: retry", name)
+		}
+	}
+	if got := eng.got(); len(got) != 0 {
+		t.Errorf("hot-plugged %q; want none of those pods", got)
+	}
+}
+
+// Which hot-plug outcomes are retried: a busy sandbox and a failure to
+// retry are; success, no sandbox and a refusal are not.
+func TestHotPlugLoopRetries(t *testing.T) {
+	pods := &fakePodCache{pods: map[string]*corev1.Pod{}}
+	pods.put(runningPod("net-a"))
+	for _, tc := range []struct {
+		err   error
+		retry bool
+	}{
+		{nil, false},
+		{attach.ErrNoSandbox, false},
+		{fmt.Errorf("%w: ADD in flight", attach.ErrBusy), true},
+		{&attach.HotPlugError{Retry: true, Err: fmt.Errorf("delegate failed")}, true},
+		{&attach.HotPlugError{Err: fmt.Errorf("device network")}, false},
+	} {
+		eng := &fakeHotPlugEngine{errs: []error{tc.err}, calls: make(chan struct{}, 1)}
+		h := newHotPlugger(pods, eng)
+		if got := h.hotPlug(context.Background(), "ns1/vm"); got != tc.retry {
+			t.Errorf("after %v: retry %v, want %v", tc.err, got, tc.retry)
+		}
+	}
+
+	// Through the queue: busy, then done.
+	eng := &fakeHotPlugEngine{errs: []error{attach.ErrBusy}, calls: make(chan struct{}, 10)}
+	h := newHotPlugger(pods, eng)
+	startLoop(t, h)
+	h.changed(nil, runningPod("net-a"))
+	<-eng.calls
+	select {
+	case <-eng.calls:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a busy sandbox was not retried")
+	}
+}
+
+// The hot-plug metrics count operations by result and observe durations.
+func TestMetricsHotPlug(t *testing.T) {
+	m := newMetrics()
+	m.HotPlugDone(attach.HotPlugSucceeded, 20*time.Millisecond)
+	m.HotPlugDone(attach.HotPlugFailed, time.Second)
+	for _, r := range []string{attach.HotPlugSucceeded, attach.HotPlugFailed} {
+		if v, _ := metricValue(t, m, "multinet_hotplug_operations_total", map[string]string{"result": r}); v != 1 {
+			t.Errorf("hotplug_operations_total{result=%s} = %v, want 1", r, v)
+		}
+		if v, _ := metricValue(t, m, "multinet_hotplug_duration_seconds", map[string]string{"result": r}); v != 1 {
+			t.Errorf("hotplug_duration_seconds{result=%s} count = %v, want 1", r, v)
+		}
+	}
+	if v, ok := metricValue(t, m, "multinet_hotplug_operations_total", map[string]string{"result": attach.HotPlugRefused}); !ok || v != 0 {
+		t.Errorf("hotplug_operations_total{result=refused} = %v (exists %v), want 0", v, ok)
+	}
+}
