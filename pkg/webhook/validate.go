@@ -9,6 +9,7 @@ import (
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
 	"github.com/multinet/multinet/pkg/podnetworks"
+	"github.com/multinet/multinet/pkg/selection"
 )
 
 // ValidatePods validates the network selection of a Pod on CREATE, and on
@@ -25,7 +26,10 @@ import (
 // cni-args that cannot merge, …; on UPDATE, also a selection that needs
 // more of a device resource than the pod's containers request (a pod's
 // resources cannot change after creation, so the added attachments could
-// never get their devices).
+// never get their devices), and what multinetd cannot hot-plug into a
+// running pod (podnetworks.Verdict.HotPlugProblems: an added element whose
+// NAD names a device resource, an element with "default-route" added,
+// removed or changed).
 //
 // 400 for an unreadable object; 503 before the NAD cache synced, and when a
 // NAD lookup fails unless Options.OnLookupFailure admits.
@@ -55,7 +59,11 @@ func (w *Webhooks) ValidatePods(ctx context.Context, req admission.Request) admi
 		return *resp
 	}
 	if old != nil {
-		if err := (&podnetworks.Error{Problems: v.DeviceProblems(pod)}); len(err.Problems) > 0 {
+		// Hot-plug (docs/hotplug.md): no device network added, no
+		// "default-route" element added or removed.
+		oldElements, _ := selection.Parse(old.Annotations[selection.NetworksAnnotation], podNamespace(old, req))
+		problems := append(v.DeviceProblems(pod), v.HotPlugProblems(oldElements)...)
+		if err := (&podnetworks.Error{Problems: problems}); len(err.Problems) > 0 {
 			return admission.Denied(err.Error())
 		}
 	}

@@ -131,11 +131,30 @@ func TestValidatePodsUpdate(t *testing.T) {
 		new:    nil,
 		result: ResultAllowed,
 	}, {
-		name:   "added network within the pod's devices",
+		name:   "added device network, even within the pod's devices: not hot-pluggable (issue 12)",
 		old:    networks("plain"),
 		new:    networks("plain,net-a"),
 		cs:     oneA,
+		result: ResultDenied,
+		msg:    `networks[1] "net-a": cannot be hot-plugged into a pod that exists: NetworkAttachmentDefinition ns1/net-a needs a device of resource "example.com/net-a"`,
+	}, {
+		name:   "a device network the pod has stays; a plain one is added",
+		old:    networks("net-a"),
+		new:    networks("net-a,plain"),
+		cs:     oneA,
 		result: ResultAllowed,
+	}, {
+		name:   "added default-route element (issue 12)",
+		old:    networks("plain"),
+		new:    networks(`[{"name":"plain"},{"name":"plain","interface":"gw0","default-route":[]}]`),
+		result: ResultDenied,
+		msg:    `networks[1] "plain": field "default-route": cannot be hot-plugged into a pod that exists`,
+	}, {
+		name:   "removed default-route element (issue 12)",
+		old:    networks(`[{"name":"plain","default-route":[]}]`),
+		new:    networks("plain"),
+		result: ResultDenied,
+		msg:    `the element of network ns1/plain with "default-route" cannot be removed from a pod that exists`,
 	}, {
 		name:   "added network beyond the pod's devices",
 		old:    networks("net-a"),
