@@ -295,7 +295,7 @@ func TestIsolationDaemonRefusesOtherNamespace(t *testing.T) {
 		p := podSpec(webhookExcludedNamespace, "multinet-e2e-iso-"+randHex(3), "")
 		p.Annotations[selection.DefaultNetworkAnnotation] = network
 		createExcludedPod(t, p)
-		assertRefusedByDaemon(t, p.Namespace, p.Name, append(isolationMessage(network, b, webhookExcludedNamespace), "default network"), net)
+		assertRefusedByDaemon(t, p.Namespace, p.Name, append(isolationMessage(network, b, webhookExcludedNamespace), `metadata.annotations["`+selection.DefaultNetworkAnnotation+`"]`), net)
 	})
 	assertReleased(t, net)
 }

@@ -158,7 +158,7 @@ func TestKubectlMultinet(t *testing.T) {
 			t.Errorf("explanation = %+v", x)
 		}
 		code, stdout, _ = kubectlPlugin(t, plugin, "explain", "orphan", "-n", ns)
-		if code != 0 || !strings.Contains(stdout, "  [1] "+ns+"/gone -> net2: FAIL\n      error:         NetworkAttachmentDefinition "+ns+"/gone not found") ||
+		if code != 0 || !strings.Contains(stdout, "  [1] "+ns+"/gone -> net2: FAIL\n      error:         "+`metadata.annotations["k8s.v1.cni.cncf.io/networks"]: networks[1] "gone": NetworkAttachmentDefinition `+ns+"/gone not found") ||
 			!strings.Contains(stdout, "Result:    FAIL: 1 of 2") {
 			t.Errorf("exit %d, text:\n%s", code, stdout)
 		}
