@@ -647,15 +647,15 @@ func (e *Engine) forgetSandbox(id string) {
 // setStatus puts the network-status of the record's attachments into the
 // record, pending when it differs from what was published (or that had not
 // landed yet). The list keeps the default network's entry and the entries
-// of attachments the record has (added, not being detached): an entry of
-// an attachment a crashed hot-plug detached goes too.
+// of attachments the record has (added; one whose detach failed too): an
+// entry of an attachment a crashed hot-plug detached goes.
 func (h *hotPlug) setStatus() {
 	if h.list == nil {
 		return
 	}
 	have := map[string]bool{}
 	for _, a := range h.rec.Attachments {
-		if a.Phase == state.PhaseAdded && !a.Detach {
+		if a.Phase == state.PhaseAdded { // a failed detach is still there
 			have[a.Network+"@"+a.IfName] = true
 		}
 	}
