@@ -425,7 +425,11 @@ func TestAdmissionRefusesInvalidNADs(t *testing.T) {
 	}
 	for _, c := range cases {
 		for _, name := range []string{"new-" + c.name, "upd"} {
-			t.Run(name, func(t *testing.T) {
+			op := "create"
+			if name == "upd" {
+				op = "update"
+			}
+			t.Run(c.name+"/"+op, func(t *testing.T) {
 				nad := nadObject(ns, name, c.config, c.annotations)
 				var msgs []string
 				for _, f := range podnetworks.CheckNAD(nad, nil).Errors {
@@ -480,6 +484,7 @@ func TestDaemonRefusesWithTheSameMessage(t *testing.T) {
 			want := verdictMessage(t, p, policy)
 			createExcludedPod(t, p)
 			msg := waitEvent(t, ns, p.Name, "NetworkAttachFailed")
+			t.Logf("multinetd's Event: %s", msg)
 			if msg != want {
 				t.Errorf("multinetd's Event:\n got %q\nwant %q (podnetworks' message, the webhook's denial)", msg, want)
 			}
@@ -540,6 +545,7 @@ func TestNADChangedAfterAdmission(t *testing.T) {
 		t.Fatalf("remove the scheduling gate: %v", err)
 	}
 	msg := waitEvent(t, ns, p.Name, "NetworkAttachFailed")
+	t.Logf("multinetd's Event: %s", msg)
 	if msg != want {
 		t.Errorf("multinetd's Event:\n got %q\nwant %q", msg, want)
 	}
