@@ -670,7 +670,8 @@ var shippedSystemNamespaces = []string{"kube-system", "multinet-system"}
 // TestSystemNamespaces: every overlay ships systemNamespaces with
 // kube-system and multinet-system and no defaultNetworks, so that adding
 // defaultNetworks to the shipped configuration never reaches multinet's own
-// pods.
+// pods, and the webhook's --system-namespaces is the same list (one verdict
+// at admission and at ADD, docs/validation.md).
 func TestSystemNamespaces(t *testing.T) {
 	eachOverlay(t, func(t *testing.T, dir string, o objects) {
 		cfg, err := daemon.LoadConfig(o.configFile(t, "multinetd-config", "multinetd.yaml"))
@@ -683,9 +684,37 @@ func TestSystemNamespaces(t *testing.T) {
 		if len(cfg.DefaultNetworks) != 0 {
 			t.Errorf("multinetd.yaml: defaultNetworks %q, want none as shipped", cfg.DefaultNetworks)
 		}
+		var d appsv1.Deployment
+		o.get(t, "Deployment/multinet-webhook", &d)
+		if got := webhookListFlag(t, container(t, d.Spec.Template.Spec, "webhook").Args, "system-namespaces"); !slices.Equal(got, cfg.SystemNamespaces) {
+			t.Errorf("webhook --system-namespaces %q, multinetd systemNamespaces %q: want the same list", got, cfg.SystemNamespaces)
+		}
 		cfg.NodeName = "node"
 		if err := cfg.Complete(); err != nil {
 			t.Errorf("multinetd.yaml: %v", err)
 		}
 	})
+}
+
+// webhookListFlag returns the comma-separated list of the webhook's flag
+// --name (-name, --name=v or "--name v"), nil when it is not given.
+func webhookListFlag(t *testing.T, args []string, name string) []string {
+	t.Helper()
+	for i := 0; i < len(args); i++ {
+		flagName, value, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		if flagName != name {
+			continue
+		}
+		if !hasValue && i+1 < len(args) {
+			value = args[i+1]
+		}
+		var list []string
+		for _, ns := range strings.Split(value, ",") {
+			if ns = strings.TrimSpace(ns); ns != "" {
+				list = append(list, ns)
+			}
+		}
+		return list
+	}
+	return nil
 }
