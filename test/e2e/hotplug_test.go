@@ -6,9 +6,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +24,7 @@ import (
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
 	"github.com/multinet/multinet/pkg/selection"
+	"github.com/multinet/multinet/pkg/state"
 	"github.com/multinet/multinet/pkg/status"
 )
 
@@ -197,6 +203,166 @@ func TestHotPlugAddRemove(t *testing.T) {
 		t.Errorf("bridge of net-s still has ports %v", ports)
 	}
 	assertNoRecords(t, ns)
+}
+
+// killDaemon SIGKILLs the deployed multinetd's running container, one
+// other than the container last, and returns the killed container's ID.
+func killDaemon(t *testing.T, last string) string {
+	t.Helper()
+	if !testCluster.deployed {
+		t.Fatal("killing multinetd needs the deployed DaemonSet (cluster-up's default)")
+	}
+	ctx := testContext(t, 120*time.Second)
+	var id string
+	var pid int
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		list, err := testCluster.kube.CoreV1().Pods(systemNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=multinetd"})
+		if err != nil {
+			return false, nil
+		}
+		for _, p := range list.Items {
+			for _, cs := range p.Status.ContainerStatuses {
+				_, cid, _ := strings.Cut(cs.ContainerID, "://")
+				if cs.Name != "multinetd" || cs.State.Running == nil || cid == "" || cid == last {
+					continue
+				}
+				path := filepath.Join(testCluster.mustEnv(t, "MULTINET_CLUSTER_DIR"), "containerd", "state", "io.containerd.runtime.v2.task", "k8s.io", cid, "init.pid")
+				b, err := os.ReadFile(path)
+				if err != nil {
+					continue
+				}
+				if pid, err = strconv.Atoi(strings.TrimSpace(string(b))); err == nil && syscall.Kill(pid, 0) == nil {
+					id = cid
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no running multinetd container other than %s: %v", last, err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill multinetd pid %d: %v", pid, err)
+	}
+	return id
+}
+
+// TestHotPlugSurvivesDaemonKills: 50 random changes of a running pod's
+// networks (networks added and removed, with and without explicit
+// interfaces, the same network twice, changes faster than they are
+// applied), with multinetd SIGKILLed right after 3 of them (in the middle
+// of a hot-plug, or while changes pile up before it is back): the pod
+// converges to the last annotation (its interfaces, network-status and
+// record list exactly its elements), each network holds exactly as many
+// addresses and bridge ports as the annotation selects it, and deleting
+// the pod leaves nothing.
+func TestHotPlugSurvivesDaemonKills(t *testing.T) {
+	ns := newNamespace(t)
+	var nets []*testNet
+	for i := range 4 {
+		nets = append(nets, bridgeNet(t, ns, fmt.Sprintf("n%d", i), "1.0.0", nil))
+	}
+	pool := []string{"n0", "n1", "n2", "n3", "n0@x0", "n1@x1", "n2"}
+	p := runPod(t, podSpec(ns, "vm", "n0"))
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 12))
+	ctx := testContext(t, 10*time.Minute)
+	var networks, lastKilled string
+	kills := map[int]bool{12: true, 25: true, 38: true}
+	for op := range 50 {
+		var sel []string
+		for _, e := range pool {
+			if rng.IntN(2) == 0 { // n2 twice: the same network twice
+				sel = append(sel, e)
+			}
+		}
+		if op == 49 && len(sel) == 0 {
+			sel = []string{"n2", "n0@x0", "n2"} // converge to something
+		}
+		networks = strings.Join(sel, ",")
+		if err := setNetworks(ctx, ns, p.Name, networks); err != nil {
+			t.Fatalf("op %d: set networks %q: %v", op, networks, err)
+		}
+		if kills[op] {
+			time.Sleep(time.Duration(rng.IntN(60)) * time.Millisecond)
+			lastKilled = killDaemon(t, lastKilled)
+			rec := hotPlugRecordPending(t, ns, p.Name)
+			t.Logf("op %d %q: multinetd container %s killed (the record had a hot-plug in progress: %v)", op, networks, lastKilled[:12], rec)
+			continue
+		}
+		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
+	}
+
+	// Converged: network-status lists exactly the final elements.
+	want := map[string]int{}
+	explicit := map[string]string{}
+	for _, e := range strings.Split(networks, ",") {
+		if e == "" {
+			continue
+		}
+		n, ifName, _ := strings.Cut(e, "@")
+		want[ns+"/"+n]++
+		if ifName != "" {
+			explicit[ifName] = ns + "/" + n
+		}
+	}
+	var list []status.NetworkStatus
+	var now *corev1.Pod
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
+		if now, err = testCluster.kube.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{}); err != nil {
+			return false, nil
+		}
+		if list, err = status.Decode(now.Annotations[status.Annotation]); err != nil {
+			return false, nil
+		}
+		got := map[string]int{}
+		for _, s := range list[1:] {
+			got[s.Name]++
+		}
+		return maps.Equal(got, want), nil
+	})
+	if err != nil {
+		t.Fatalf("network-status does not list the final selection %q: %s\nevents:\n%s", networks, now.Annotations[status.Annotation], podEvents(ns, p.Name))
+	}
+	var ifNames []string
+	for _, s := range list {
+		ifNames = append(ifNames, s.Interface)
+		if n, ok := explicit[s.Interface]; ok && n != s.Name {
+			t.Errorf("interface %s is %s, want %s", s.Interface, s.Name, n)
+		}
+	}
+	checkStatusMatchesPod(t, now, ifNames)
+	for _, n := range nets {
+		if a, ports := n.allocations(t), n.ports(t); len(a) != want[ns+"/"+n.Name] || len(ports) != want[ns+"/"+n.Name] {
+			t.Errorf("network %s: %d addresses %v and %d bridge ports, want %d of each", n.Name, len(a), a, len(ports), want[ns+"/"+n.Name])
+		}
+	}
+	if r := podRecords(t, ns, p.Name); len(r) != 1 {
+		t.Errorf("records of the pod: %v, want 1", r)
+	}
+	t.Logf("converged to %q: %v", networks, ifNames)
+	deletePod(t, ns, p.Name)
+	assertReleased(t, nets...)
+	assertNoRecords(t, ns)
+}
+
+// hotPlugRecordPending reports whether the record of pod ns/name has a
+// hot-plug in progress.
+func hotPlugRecordPending(t *testing.T, ns, name string) bool {
+	t.Helper()
+	dir := filepath.Join(testCluster.mustEnv(t, "MULTINET_CLUSTER_DIR"), "multinet", "state", "records")
+	for _, f := range podRecords(t, ns, name) {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			continue
+		}
+		var r state.Record
+		if json.Unmarshal(b, &r) == nil && r.HotPlug != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // TestHotPlugRefusedByWebhook: a change of a running pod's networks that
