@@ -82,6 +82,16 @@ func TestLoadConfig(t *testing.T) {
 				}
 			},
 		},
+		{
+			// issue 14: the network-status write, synchronous unless asked.
+			name: "asyncStatus", file: "c.yaml", content: "asyncStatus: true\n",
+			check: func(t *testing.T, c Config) {
+				if !c.AsyncStatus || Defaults().AsyncStatus {
+					t.Errorf("asyncStatus %v (default %v), want true (default false)", c.AsyncStatus, Defaults().AsyncStatus)
+				}
+			},
+		},
+		{name: "asyncStatus not a bool", file: "c.yaml", content: "asyncStatus: async\n", wantErr: "asyncStatus"},
 		{name: "defaultNetworks not a list", file: "c.yaml", content: "defaultNetworks: kube-system/sidecar\n", wantErr: "defaultNetworks"},
 		{name: "unknown field", file: "c.yaml", content: "nodeName: a\nsocketPth: /x\n", wantErr: `"socketPth"`},
 		{name: "unknown nested field", file: "c.yaml", content: "defaultNetwork:\n  nad: a/b\n  conf: x\n", wantErr: `"conf"`},
