@@ -339,18 +339,21 @@ func (a *Allocator) get(ctx context.Context, name string) (*ipamv1.IPAllocation,
 	return obj, nil
 }
 
-// release deletes the allocation obj (exactly that object: UID
-// precondition); one already gone is no error.
-func (a *Allocator) release(ctx context.Context, name string, uid types.UID) error {
+// release deletes the allocation name (exactly that object: UID
+// precondition) and reports whether it did; one already gone, or replaced
+// by another object of the name (the address released and allocated
+// again), is no error.
+func (a *Allocator) release(ctx context.Context, name string, uid types.UID) (bool, error) {
 	cctx, cancel := a.call(ctx)
 	defer cancel()
 	err := a.IPAM.IPAllocations().Delete(cctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		// Conflict: the UID precondition failed, another object holds the
-		// name now (the address was released and allocated again).
-		return nil
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		return false, nil
 	}
-	return fmt.Errorf("multinet-ipam: releasing IPAllocation %s: %w", name, err)
+	return false, fmt.Errorf("multinet-ipam: releasing IPAllocation %s: %w", name, err)
 }
 
 // rollback releases what a failed Allocate created (best effort, with a
@@ -362,7 +365,7 @@ func (a *Allocator) rollback(created []*ipamv1.IPAllocation) {
 	ctx, cancel := a.call(context.Background())
 	defer cancel()
 	for _, o := range created {
-		_ = a.release(ctx, o.Name, o.UID)
+		_, _ = a.release(ctx, o.Name, o.UID)
 	}
 }
 

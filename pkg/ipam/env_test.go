@@ -98,11 +98,13 @@ func name(t testing.TB, suffix string) string {
 	return strings.Trim(s, "-") + "-" + suffix
 }
 
-// config is a Config of pool with the given "ipam" keys (ranges, exclude,
+// config is a Config of network (the default pool) with the given "ipam" keys (ranges, exclude,
 // …); the pool's IPAllocations are deleted when the test ends, to keep the
 // shared API server small.
-func config(t testing.TB, pool, ipamKeys string) *Config {
+func config(t testing.TB, network, ipamKeys string) *Config {
 	t.Helper()
+	c := mustConfig(t, fmt.Sprintf(`{"cniVersion":"1.1.0","name":%q,"ipam":{"type":"multinet-ipam",%s}}`, network, ipamKeys))
+	pool := c.Pool
 	t.Cleanup(func() {
 		cs := versioned.NewForConfigOrDie(apiservertest.Shared(t).Config())
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -118,7 +120,7 @@ func config(t testing.TB, pool, ipamKeys string) *Config {
 			}
 		}
 	})
-	return mustConfig(t, fmt.Sprintf(`{"cniVersion":"1.1.0","name":%q,"ipam":{"type":"multinet-ipam",%s}}`, pool, ipamKeys))
+	return c
 }
 
 // poolObjects lists the pool's IPAllocations from the API server.

@@ -32,11 +32,13 @@ func (a *Allocator) releaseAll(ctx context.Context, objs []ipamv1.IPAllocation) 
 	var errs []error
 	n := 0
 	for _, o := range objs {
-		if err := a.release(ctx, o.Name, o.UID); err != nil {
+		done, err := a.release(ctx, o.Name, o.UID)
+		if err != nil {
 			errs = append(errs, err)
-			continue
 		}
-		n++
+		if done {
+			n++
+		}
 	}
 	return n, errors.Join(errs...)
 }
@@ -211,8 +213,11 @@ func (a *Allocator) Reconcile(ctx context.Context, opts ReconcileOptions) (Recon
 		if ok {
 			continue
 		}
-		if err := a.release(ctx, o.Name, o.UID); err != nil {
+		done, err := a.release(ctx, o.Name, o.UID)
+		if err != nil {
 			errs = append(errs, err)
+		}
+		if !done {
 			continue
 		}
 		if k.kind == "claim" {
