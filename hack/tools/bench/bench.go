@@ -231,6 +231,13 @@ func (b *bench) run(ctx context.Context) (*results, error) {
 			return nil, err
 		}
 	}
+	// 7. Hot-plug of a running pod (issue 12).
+	if b.o.hotPlugOps > 0 {
+		logf("hot-plug: %d changes of a running pod's networks", b.o.hotPlugOps)
+		if err := b.hotPlugPhase(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if r.rssPeak, err = procStatusKB(b.pid, "VmHWM"); err != nil {
 		return nil, err
 	}

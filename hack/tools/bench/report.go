@@ -69,6 +69,7 @@ type results struct {
 	rssAfterDel     memory
 	rssPeak         int64
 	rssPods         int
+	hotPlug         hotPlugResult
 }
 
 func (r *results) markdown() string {
@@ -128,6 +129,10 @@ func (r *results) markdown() string {
 		row(fmt.Sprintf("multinetd RSS after DEL of the %d", r.rssPods), r.rssAfterDel.String(), "", "", "")
 	}
 	row("multinetd peak RSS (VmHWM, since start)", mib(r.rssPeak), "", "", "")
+	if n := len(r.hotPlug.toInterface); n > 0 {
+		row(fmt.Sprintf("hot-plug, annotation PATCH → interface in the pod, p50 / p90 / p99 (ms, %d changes)", n), r.hotPlug.toInterface.triple(), "", "", "")
+		row(fmt.Sprintf("hot-plug, annotation PATCH → network-status, p50 / p90 / p99 (ms, %d changes)", n), r.hotPlug.toStatus.triple(), "", "", "p99 ≤ 1 s")
+	}
 
 	if r.apiAdds > 0 {
 		k := float64(r.apiAdds)
