@@ -13,10 +13,12 @@ import (
 
 	"github.com/multinet/multinet/pkg/attach"
 	"github.com/multinet/multinet/pkg/selection"
+	"github.com/multinet/multinet/pkg/status"
 )
 
 // Hot-plug (docs/hotplug.md): multinetd's pod informer (its node's pods)
-// hands every pod whose networks annotation or phase changed, and every pod
+// hands every pod whose networks annotation, phase or network-status
+// changed, and every pod
 // of its first list (so that a restarted multinetd converges what changed
 // while it was down or what it left half-done), to a rate-limited workqueue
 // keyed by pod. A worker reads the pod's current version from the cache,
@@ -63,13 +65,18 @@ func newHotPlugger(pods podSource, engine hotPlugEngine) *hotPlugger {
 }
 
 // changed is the pod informer's handler (old is nil for an added pod): it
-// enqueues the pod when hot-plug may have something to do. It never blocks.
+// enqueues the pod when hot-plug may have something to do: its networks
+// annotation, its phase or its network-status changed. It never blocks.
 func (h *hotPlugger) changed(old, pod *corev1.Pod) {
 	if pod.Spec.HostNetwork {
 		return
 	}
-	if old != nil && old.Status.Phase == pod.Status.Phase && sameNetworks(old, pod) {
-		return // e.g. the network-status PATCH
+	// The network-status PATCH of an ADD marks the moment its record is
+	// complete: an annotation changed while the ADD ran (a sandbox
+	// re-created under a Running pod) is converged then.
+	if old != nil && old.Status.Phase == pod.Status.Phase && sameNetworks(old, pod) &&
+		old.Annotations[status.Annotation] == pod.Annotations[status.Annotation] {
+		return // labels, conditions, container states, …
 	}
 	key, err := cache.MetaNamespaceKeyFunc(pod)
 	if err == nil {

@@ -116,9 +116,10 @@ func TestHotPlugLoopConvergesToLastValue(t *testing.T) {
 }
 
 // Which informer events start a hot-plug, and which pods the worker
-// leaves alone: a network-status PATCH (same annotation, same phase) does
-// not enqueue; a pod that is not Running, is being deleted or uses the
-// host network is not hot-plugged.
+// leaves alone: a change of the networks annotation, the phase or
+// network-status (an ADD completed) enqueues the pod, other updates do
+// not; a pod that is not Running, is being deleted or uses the host
+// network is not hot-plugged.
 func TestHotPlugLoopFilters(t *testing.T) {
 	pods := &fakePodCache{pods: map[string]*corev1.Pod{}}
 	eng := &fakeHotPlugEngine{calls: make(chan struct{}, 10)}
@@ -126,16 +127,25 @@ func TestHotPlugLoopFilters(t *testing.T) {
 
 	p := runningPod("net-a")
 	q := p.DeepCopy()
-	q.Annotations["k8s.v1.cni.cncf.io/network-status"] = "[]"
+	q.Labels = map[string]string{"app": "x"}
+	q.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 	h.changed(p, q)
 	if n := h.queue.Len(); n != 0 {
-		t.Errorf("a network-status update enqueued %d pods", n)
+		t.Errorf("a label and condition update enqueued %d pods", n)
 	}
-	r := q.DeepCopy()
-	r.Annotations[selection.NetworksAnnotation] = "net-a,net-b"
-	h.changed(q, r)
-	if n := h.queue.Len(); n != 1 {
-		t.Errorf("an annotation change enqueued %d pods, want 1", n)
+	for what, mod := range map[string]func(*corev1.Pod){
+		"networks":       func(p *corev1.Pod) { p.Annotations[selection.NetworksAnnotation] = "net-a,net-b" },
+		"network-status": func(p *corev1.Pod) { p.Annotations["k8s.v1.cni.cncf.io/network-status"] = "[]" },
+		"phase":          func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded },
+	} {
+		r := q.DeepCopy()
+		mod(r)
+		h.changed(q, r)
+		if n := h.queue.Len(); n != 1 {
+			t.Errorf("a %s change: %d pods queued, want 1", what, n)
+		}
+		key, _ := h.queue.Get()
+		h.queue.Done(key)
 	}
 
 	now := metav1.Now()
