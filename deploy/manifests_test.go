@@ -112,6 +112,7 @@ func TestOverlaysRender(t *testing.T) {
 			"Namespace/multinet-system",
 			"CustomResourceDefinition/network-attachment-definitions.k8s.cni.cncf.io",
 			"CustomResourceDefinition/ipamclaims.k8s.cni.cncf.io",
+			"CustomResourceDefinition/ipallocations.ipam.multinet.io",
 			"ServiceAccount/multinetd", "ServiceAccount/multinet-webhook", "ServiceAccount/multinet-deviceplugin",
 			"ClusterRole/multinet:multinetd", "ClusterRoleBinding/multinet:multinetd",
 			"ClusterRole/multinet:webhook", "ClusterRoleBinding/multinet:webhook",
@@ -414,7 +415,11 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		{"list", "", "pods"}, {"watch", "", "pods"}, {"get", "", "pods"}, {"patch", "", "pods/status"},
 		{"create", "", "events"}, {"patch", "", "events"},
 		{"list", "k8s.cni.cncf.io", "network-attachment-definitions"}, {"watch", "k8s.cni.cncf.io", "network-attachment-definitions"},
-		{"list", "k8s.cni.cncf.io", "ipamclaims"},
+		{"list", "k8s.cni.cncf.io", "ipamclaims"}, {"watch", "k8s.cni.cncf.io", "ipamclaims"},
+		{"update", "k8s.cni.cncf.io", "ipamclaims/status"},
+		{"get", "ipam.multinet.io", "ipallocations"}, {"list", "ipam.multinet.io", "ipallocations"},
+		{"watch", "ipam.multinet.io", "ipallocations"}, {"create", "ipam.multinet.io", "ipallocations"},
+		{"delete", "ipam.multinet.io", "ipallocations"},
 	} {
 		if !allows(d, want[0], want[1], want[2], "") {
 			t.Errorf("multinetd cannot %s %s.%s", want[0], want[2], want[1])
@@ -429,6 +434,11 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		{"patch", "", "pods"}, {"update", "", "pods"}, {"delete", "", "pods"},
 		{"create", "k8s.cni.cncf.io", "network-attachment-definitions"}, {"update", "k8s.cni.cncf.io", "network-attachment-definitions"},
 		{"delete", "k8s.cni.cncf.io", "network-attachment-definitions"}, {"get", "", "nodes"}, {"get", "", "configmaps"},
+		// multinet-ipam writes a claim's status only, and never changes an allocation.
+		{"update", "k8s.cni.cncf.io", "ipamclaims"}, {"patch", "k8s.cni.cncf.io", "ipamclaims"},
+		{"delete", "k8s.cni.cncf.io", "ipamclaims"}, {"patch", "k8s.cni.cncf.io", "ipamclaims/status"},
+		{"update", "ipam.multinet.io", "ipallocations"}, {"patch", "ipam.multinet.io", "ipallocations"},
+		{"deletecollection", "ipam.multinet.io", "ipallocations"},
 	} {
 		if allows(d, deny[0], deny[1], deny[2], "x") {
 			t.Errorf("multinetd may %s %s.%s", deny[0], deny[2], deny[1])

@@ -165,29 +165,10 @@ func forward(cmd string, args *skel.CmdArgs) (*api.Response, error) {
 	return resp, nil
 }
 
-// dial is api.Dial, tried again for DEL and GC until ctx ends while no
-// answer arrives (nothing listens on the socket, or multinetd died before
-// answering: it is restarting). The runtime sends those once and does not
-// repeat them (containerd cleans up after a failed ADD with one DEL and then
-// forgets the sandbox), so failing at once would leave the attachments and
-// their record behind (seen by make chaos); both are safe to repeat (a CNI
-// DEL of what is gone succeeds). An answer, even an error, ends it. ADD,
-// CHECK and STATUS fail at once: the kubelet retries ADD with a new
-// sandbox, and STATUS must say "not available" now.
+// dial is api.Exchange: DEL and GC are sent again while multinetd does
+// not answer (it is restarting), until the shim's timeout.
 func dial(ctx context.Context, socketPath string, req *api.Request) (*api.Response, error) {
-	backoff := 100 * time.Millisecond
-	for {
-		resp, err := api.Dial(ctx, socketPath, req)
-		if err == nil || (req.Command != api.CmdDel && req.Command != api.CmdGC) || ctx.Err() != nil {
-			return resp, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: multinetd did not come back (%v)", ctx.Err(), err)
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 2*time.Second)
-	}
+	return api.Exchange(ctx, socketPath, req)
 }
 
 // transportError turns a failed exchange into the CNI error reported to the

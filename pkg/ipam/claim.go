@@ -186,3 +186,50 @@ func claimedBy(o *ipamv1.IPAllocation, ref *ipamv1.ObjectReference) bool {
 	c := o.Spec.Owner.Claim
 	return c != nil && c.Namespace == ref.Namespace && c.Name == ref.Name && c.UID == ref.UID
 }
+
+// Check reports whether the attachment (with req.Claim: the IPAMClaim)
+// holds an address of every range set of cfg (CNI CHECK). Errors name the
+// range set without one.
+func (a *Allocator) Check(ctx context.Context, cfg *Config, req Request) error {
+	held := map[int]netip.Addr{}
+	if req.Claim != "" {
+		if req.Pod == nil || req.Pod.Namespace == "" {
+			return fmt.Errorf("multinet-ipam: IPAMClaim %q: the pod's namespace is unknown: %w", req.Claim, ErrClaim)
+		}
+		claim, err := a.getClaim(ctx, req.Pod.Namespace, req.Claim)
+		if err != nil {
+			return err
+		}
+		if held, err = cfg.claimAddresses(claim); err != nil {
+			return err
+		}
+		ref := &ipamv1.ObjectReference{Namespace: claim.Namespace, Name: claim.Name, UID: string(claim.UID)}
+		for _, addr := range held {
+			obj, err := a.get(ctx, ObjectName(cfg.Pool, addr))
+			if err != nil {
+				return err
+			}
+			if !claimedBy(obj, ref) {
+				return fmt.Errorf("multinet-ipam: IPAMClaim %s/%s: its address %s is held by %s: %w", ref.Namespace, ref.Name, addr, describeOwner(obj.Spec.Owner), ErrTaken)
+			}
+		}
+	} else {
+		objs, err := a.attachmentAllocations(ctx, req.ContainerID, req.IfName)
+		if err != nil {
+			return err
+		}
+		for _, o := range objs {
+			if p, err := netip.ParsePrefix(o.Spec.Address); err == nil && o.Spec.Pool == cfg.Pool {
+				if i, _ := cfg.rangeSetOf(p.Addr()); i >= 0 {
+					held[i] = p.Addr()
+				}
+			}
+		}
+	}
+	for i, set := range cfg.RangeSets {
+		if _, ok := held[i]; !ok {
+			return fmt.Errorf("multinet-ipam: pool %s: the attachment (container %s, %s) holds no address of range set %d (%s)", cfg.Pool, short(req.ContainerID), req.IfName, i, describeSet(set))
+		}
+	}
+	return nil
+}

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	ipamv1 "github.com/multinet/multinet/api/ipam.multinet.io/v1alpha1"
 	claimclient "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/k8s.cni.cncf.io/v1alpha1"
@@ -232,7 +232,7 @@ func (a *Allocator) Reconcile(ctx context.Context, opts ReconcileOptions) (Recon
 // LiveOwners checks owners with a GET each (no cache: an informer's lag
 // must not make a live pod look gone).
 type LiveOwners struct {
-	Pods   kubernetes.Interface
+	Pods   corev1client.PodsGetter
 	Claims claimclient.IPAMClaimsGetter
 }
 
@@ -241,7 +241,7 @@ type LiveOwners struct {
 func (l LiveOwners) PodExists(ctx context.Context, namespace, name, uid string) (bool, error) {
 	cctx, cancel := context.WithTimeout(ctx, DefaultCallTimeout)
 	defer cancel()
-	pod, err := l.Pods.CoreV1().Pods(namespace).Get(cctx, name, metav1.GetOptions{})
+	pod, err := l.Pods.Pods(namespace).Get(cctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}

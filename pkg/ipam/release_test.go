@@ -107,7 +107,7 @@ func TestReconcileGonePods(t *testing.T) {
 		}
 	}
 	e.pod(ns, "recreated")
-	owners := LiveOwners{Pods: e.kube, Claims: e.cs.K8sCniCncfIoV1alpha1()}
+	owners := LiveOwners{Pods: e.kube.CoreV1(), Claims: e.cs.K8sCniCncfIoV1alpha1()}
 
 	// Node A's pass leaves node B's allocations alone.
 	res, err := nodeA.Reconcile(ctx, ReconcileOptions{Owners: owners, Node: "node-a"})

@@ -73,3 +73,28 @@ func ctxErr(ctx context.Context, err error) error {
 	}
 	return err
 }
+
+// Exchange is Dial, tried again for DEL and GC until ctx ends while no
+// answer arrives (nothing listens on the socket, or the server died before
+// answering: it is restarting). Runtimes send those once and do not repeat
+// them (containerd cleans up after a failed ADD with one DEL and then
+// forgets the sandbox), so failing at once would leave what they should
+// release behind; both are safe to repeat (a CNI DEL of what is gone
+// succeeds). An answer, even an error, ends it. ADD, CHECK and STATUS fail
+// at once: the kubelet retries ADD with a new sandbox, and STATUS must say
+// "not available" now. Used by multinet-shim and multinet-ipam.
+func Exchange(ctx context.Context, socketPath string, req *Request) (*Response, error) {
+	backoff := 100 * time.Millisecond
+	for {
+		resp, err := Dial(ctx, socketPath, req)
+		if err == nil || (req.Command != CmdDel && req.Command != CmdGC) || ctx.Err() != nil {
+			return resp, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: the server did not come back (%v)", ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}

@@ -1,0 +1,422 @@
+package ipamd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+
+	claimv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1alpha1"
+	"github.com/multinet/multinet/internal/apiservertest"
+	"github.com/multinet/multinet/pkg/client/clientset/versioned"
+	"github.com/multinet/multinet/pkg/ipam"
+)
+
+func TestMain(m *testing.M) { os.Exit(apiservertest.Main(m)) }
+
+var plugin struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// pluginDir builds cmd/multinet-ipam once per test binary.
+func pluginDir(t *testing.T) string {
+	t.Helper()
+	plugin.once.Do(func() {
+		_, file, _, _ := runtime.Caller(0)
+		root := filepath.Join(filepath.Dir(file), "..", "..")
+		plugin.dir, plugin.err = os.MkdirTemp("", "multinet-ipam-plugin-")
+		if plugin.err != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", filepath.Join(plugin.dir, "multinet-ipam"), "./cmd/multinet-ipam")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			plugin.err = fmt.Errorf("go build ./cmd/multinet-ipam: %v\n%s", err, out)
+		}
+	})
+	if plugin.err != nil {
+		t.Fatal(plugin.err)
+	}
+	return plugin.dir
+}
+
+// multinetdIdentity is the config of multinetd's ServiceAccount with the
+// ClusterRole of deploy/base/multinetd-rbac.yaml applied to the server:
+// the service runs with exactly the privileges the install gives it.
+func multinetdIdentity(t *testing.T, srv *apiservertest.Server) *rest.Config {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	data, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "deploy", "base", "multinetd-rbac.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := kubernetes.NewForConfigOrDie(srv.Config())
+	ctx := context.Background()
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		var kind struct{ Kind string }
+		if err := yaml.Unmarshal([]byte(doc), &kind); err != nil {
+			t.Fatal(err)
+		}
+		switch kind.Kind {
+		case "ClusterRole":
+			var r rbacv1.ClusterRole
+			if err := yaml.UnmarshalStrict([]byte(doc), &r); err != nil {
+				t.Fatal(err)
+			}
+			_ = kc.RbacV1().ClusterRoles().Delete(ctx, r.Name, metav1.DeleteOptions{})
+			if _, err := kc.RbacV1().ClusterRoles().Create(ctx, &r, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		case "ClusterRoleBinding":
+			var b rbacv1.ClusterRoleBinding
+			if err := yaml.UnmarshalStrict([]byte(doc), &b); err != nil {
+				t.Fatal(err)
+			}
+			_ = kc.RbacV1().ClusterRoleBindings().Delete(ctx, b.Name, metav1.DeleteOptions{})
+			if _, err := kc.RbacV1().ClusterRoleBindings().Create(ctx, &b, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return srv.ConfigAs("system:serviceaccount:multinet-system:multinetd",
+		"system:serviceaccounts", "system:serviceaccounts:multinet-system", "system:authenticated")
+}
+
+// livePods is Pods by GET (multinetd passes its node-local pod cache).
+type livePods struct{ kubernetes.Interface }
+
+func (p livePods) Get(ctx context.Context, namespace, name, uid string) (*corev1.Pod, error) {
+	return p.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// node is one node's multinetd IPAM service, run as multinetd's
+// ServiceAccount.
+type node struct {
+	name   string
+	socket string
+	svc    *Service
+}
+
+func startNode(t *testing.T, srv *apiservertest.Server, name string) *node {
+	t.Helper()
+	cfg := multinetdIdentity(t, srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	pods := livePods{kubernetes.NewForConfigOrDie(cfg)}
+	socket := filepath.Join(t.TempDir(), "run", "ipam.sock")
+	svc, err := Start(ctx, Options{Config: cfg, Node: name, SocketPath: socket, Pods: pods, ReconcileInterval: -1, GCMinAge: time.Nanosecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer scancel()
+		_ = svc.Shutdown(sctx)
+	})
+	if !svc.allocator.Cache.WaitForSync(ctx, 30*time.Second) {
+		t.Fatal("IPAllocation cache did not sync")
+	}
+	return &node{name: name, socket: socket, svc: svc}
+}
+
+// network is a conflist whose one plugin is multinet-ipam, declaring the
+// ips and ipamClaimReference capabilities, as libcni runs it.
+func (n *node) network(t *testing.T, cniVersion, netName, ipamKeys string) *libcni.NetworkConfigList {
+	t.Helper()
+	conf := fmt.Sprintf(`{"cniVersion":%q,"name":%q,"plugins":[{"type":"multinet-ipam",
+		"capabilities":{"ips":true,"ipamClaimReference":true},
+		"ipam":{"type":"multinet-ipam","socketPath":%q,%s}}]}`, cniVersion, netName, n.socket, ipamKeys)
+	l, err := libcni.ConfListFromBytes([]byte(conf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func rt(containerID, ifName string, pod *corev1.Pod, caps map[string]any) *libcni.RuntimeConf {
+	r := &libcni.RuntimeConf{ContainerID: containerID, NetNS: "/var/run/netns/" + containerID, IfName: ifName, CapabilityArgs: caps}
+	if pod != nil {
+		r.Args = [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", pod.Namespace}, {"K8S_POD_NAME", pod.Name}, {"K8S_POD_UID", string(pod.UID)}}
+	}
+	return r
+}
+
+func ips(t *testing.T, res types.Result) []string {
+	t.Helper()
+	r, err := current.NewResultFromResult(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, ip := range r.IPs {
+		out = append(out, ip.Address.String()+" gw "+ip.Gateway.String())
+	}
+	return out
+}
+
+func createPod(t *testing.T, kc kubernetes.Interface, ns, name, nodeName string) *corev1.Pod {
+	t.Helper()
+	p, err := kc.CoreV1().Pods(ns).Create(context.Background(), &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func poolObjects(t *testing.T, cs versioned.Interface, pool string) []string {
+	t.Helper()
+	list, err := cs.IPAMV1alpha1().IPAllocations().List(context.Background(), metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector(ipam.FieldPool, pool).String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, o := range list.Items {
+		out = append(out, o.Spec.Address+"@"+o.Spec.Owner.Node)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// The plugin binary, run by libcni with the CNI environment, allocates
+// through a multinetd-side service running as multinetd's ServiceAccount
+// (deploy/ RBAC) against a real API server: ADD (dual-stack, the result in
+// the configuration's cniVersion), CHECK, runtimeConfig ips, an IPAMClaim
+// reused by a pod on another node, GC with valid attachments, DEL; a pod
+// of another node is refused; STATUS and ADD fail as the CNI spec says when
+// multinetd is gone.
+func TestPluginEndToEnd(t *testing.T) {
+	srv := apiservertest.Shared(t)
+	admin := srv.Config()
+	kc := kubernetes.NewForConfigOrDie(admin)
+	cs := versioned.NewForConfigOrDie(admin)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ns := "plugin-e2e"
+	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a, b := startNode(t, srv, "node-a"), startNode(t, srv, "node-b")
+	cni := libcni.NewCNIConfigWithCacheDir([]string{pluginDir(t)}, t.TempDir(), nil)
+	const keys = `"ranges":[[{"subnet":"10.60.0.0/24","gateway":"10.60.0.254"}],[{"subnet":"fd60::/64"}]],"routes":[{"dst":"0.0.0.0/0"}]`
+	netA := a.network(t, "1.1.0", "e2e-net", keys)
+	netB := b.network(t, "1.1.0", "e2e-net", keys)
+
+	pod1 := createPod(t, kc, ns, "pod1", "node-a")
+	res, err := cni.AddNetworkList(ctx, netA, rt("c1", "net1", pod1, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ips(t, res)
+	c1IPs := got
+	if len(got) != 2 || !strings.HasSuffix(got[0], "/24 gw 10.60.0.254") || !strings.HasSuffix(got[1], "/64 gw fd60::1") {
+		t.Errorf("ADD result %v", got)
+	}
+	if r, _ := current.NewResultFromResult(res); len(r.Routes) != 1 || r.Routes[0].Dst.String() != "0.0.0.0/0" {
+		t.Errorf("routes %v", r.Routes)
+	}
+	if err := cni.CheckNetworkList(ctx, netA, rt("c1", "net1", pod1, nil)); err != nil {
+		t.Errorf("CHECK: %v", err)
+	}
+	if objs := poolObjects(t, cs, "e2e-net"); len(objs) != 2 || !strings.HasSuffix(objs[0], "@node-a") {
+		t.Errorf("IPAllocations %v", objs)
+	}
+
+	// runtimeConfig ips (capability ips), in an older cniVersion.
+	old := a.network(t, "0.4.0", "e2e-net", keys)
+	pod2 := createPod(t, kc, ns, "pod2", "node-a")
+	res, err = cni.AddNetworkList(ctx, old, rt("c2", "net1", pod2, map[string]any{"ips": []string{"10.60.0.77/24", "fd60::77/64"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Version() != "0.4.0" || !slices.Equal(ips(t, res), []string{"10.60.0.77/24 gw 10.60.0.254", "fd60::77/64 gw fd60::1"}) {
+		t.Errorf("requested ips: version %s, %v", res.Version(), ips(t, res))
+	}
+	// The same address again: taken, a clear CNI error.
+	pod3 := createPod(t, kc, ns, "pod3", "node-a")
+	_, err = cni.AddNetworkList(ctx, netA, rt("c3", "net1", pod3, map[string]any{"ips": []string{"10.60.0.77/24"}}))
+	var cerr *types.Error
+	if !errors.As(err, &cerr) || cerr.Code != types.ErrTryAgainLater || !strings.Contains(cerr.Msg, "10.60.0.77 is held by pod plugin-e2e/pod2") {
+		t.Errorf("taken address: %v", err)
+	}
+
+	// A pod of node-b asking node-a: refused.
+	podB := createPod(t, kc, ns, "pod-b", "node-b")
+	if _, err := cni.AddNetworkList(ctx, netA, rt("cb", "net1", podB, nil)); err == nil || !strings.Contains(err.Error(), `bound to node "node-b"`) {
+		t.Errorf("another node's pod: %v", err)
+	}
+
+	// An IPAMClaim: node-a allocates and records it; the pod's successor on
+	// node-b gets the same addresses; DEL keeps them.
+	claim, err := cs.K8sCniCncfIoV1alpha1().IPAMClaims(ns).Create(ctx, &claimv1.IPAMClaim{ObjectMeta: metav1.ObjectMeta{Name: "vm.e2e-net.net1"},
+		Spec: claimv1.IPAMClaimSpec{Network: "e2e-net", Interface: "net1"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm1 := createPod(t, kc, ns, "vm1", "node-a")
+	claimCaps := map[string]any{"ipamClaimReference": claim.Name}
+	res1, err := cni.AddNetworkList(ctx, netA, rt("vm1", "net1", vm1, claimCaps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cni.DelNetworkList(ctx, netA, rt("vm1", "net1", vm1, claimCaps)); err != nil {
+		t.Fatal(err)
+	}
+	vm2 := createPod(t, kc, ns, "vm2", "node-b")
+	res2, err := cni.AddNetworkList(ctx, netB, rt("vm2", "net1", vm2, claimCaps))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ips(t, res1), ips(t, res2)) {
+		t.Errorf("claim on node-b got %v, on node-a %v", ips(t, res2), ips(t, res1))
+	}
+	c, _ := cs.K8sCniCncfIoV1alpha1().IPAMClaims(ns).Get(ctx, claim.Name, metav1.GetOptions{})
+	if len(c.Status.IPs) != 2 {
+		t.Errorf("claim status %v", c.Status.IPs)
+	}
+	// Deleting the claim releases its addresses (node-a allocated them:
+	// its informer's delete event).
+	before := len(poolObjects(t, cs, "e2e-net"))
+	if err := cs.K8sCniCncfIoV1alpha1().IPAMClaims(ns).Delete(ctx, claim.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(poolObjects(t, cs, "e2e-net")) != before-2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the deleted claim's addresses are still allocated: %v", poolObjects(t, cs, "e2e-net"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// GC (CNI 1.1.0) with c1 valid: libcni DELs c2 (in its cache), and
+	// multinet-ipam's GC releases an allocation of node-a that libcni never
+	// knew (an orphan); node-a's c1 stays.
+	orphan := ipam.Request{Attachment: ipam.Attachment{ContainerID: "orphan", IfName: "net1"}}
+	if _, err := a.svc.Allocator().Allocate(ctx, mustCfg(t, "e2e-net", keys), orphan); err != nil {
+		t.Fatal(err)
+	}
+	valid := []types.GCAttachment{{ContainerID: "c1", IfName: "net1"}}
+	if err := cni.GCNetworkList(ctx, netA, &libcni.GCArgs{ValidAttachments: valid}); err != nil {
+		t.Fatal(err)
+	}
+	if objs, want := poolObjects(t, cs, "e2e-net"), ips2objs(t, c1IPs, "node-a"); !slices.Equal(objs, want) {
+		t.Errorf("after GC: %v, want c1's %v", objs, want)
+	}
+	// DEL of c1: released; a second DEL is fine.
+	for range 2 {
+		if err := cni.DelNetworkList(ctx, netA, rt("c1", "net1", pod1, nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cni.CheckNetworkList(ctx, netA, rt("c1", "net1", pod1, nil)); err == nil {
+		t.Error("CHECK after DEL succeeded")
+	}
+	if objs := poolObjects(t, cs, "e2e-net"); len(objs) != 0 {
+		t.Errorf("after DEL: %v", objs)
+	}
+	if err := cni.GetStatusNetworkList(ctx, netA); err != nil {
+		t.Errorf("STATUS: %v", err)
+	}
+
+	// multinetd gone: STATUS is 50, ADD 11.
+	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+	defer scancel()
+	if err := a.svc.Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := cni.GetStatusNetworkList(ctx, netA); !errors.As(err, &cerr) || cerr.Code != 50 {
+		t.Errorf("STATUS without multinetd: %v", err)
+	}
+	pod4 := createPod(t, kc, ns, "pod4", "node-a")
+	if _, err := cni.AddNetworkList(ctx, netA, rt("c4", "net1", pod4, nil)); !errors.As(err, &cerr) || cerr.Code != types.ErrTryAgainLater || !strings.Contains(cerr.Msg, "not reachable") {
+		t.Errorf("ADD without multinetd: %v", err)
+	}
+}
+
+func mustCfg(t *testing.T, name, keys string) *ipam.Config {
+	t.Helper()
+	nc, err := ipam.ParseNetConf([]byte(fmt.Sprintf(`{"name":%q,"ipam":{"type":"multinet-ipam",%s}}`, name, keys)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := nc.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// ips2objs turns "addr/len gw g" result entries into poolObjects entries.
+func ips2objs(t *testing.T, entries []string, node string) []string {
+	t.Helper()
+	var out []string
+	for _, e := range entries {
+		addr, _, _ := strings.Cut(e, " ")
+		out = append(out, addr+"@"+node)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// The reconcile pass of the service, as multinetd's ServiceAccount: one
+// metadata list of pods, then the allocations of pods that are gone (of
+// any node: node-b's, as if node-b had died) are released, those of live
+// pods kept.
+func TestServiceReconcile(t *testing.T) {
+	srv := apiservertest.Shared(t)
+	admin := srv.Config()
+	kc := kubernetes.NewForConfigOrDie(admin)
+	cs := versioned.NewForConfigOrDie(admin)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ns := "reconcile"
+	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a, b := startNode(t, srv, "node-a"), startNode(t, srv, "node-b")
+	cfg := mustCfg(t, "reconcile-net", `"ranges":[[{"subnet":"10.61.0.0/24"}]]`)
+	alloc := func(n *node, p *corev1.Pod) {
+		t.Helper()
+		r := ipam.Request{Attachment: ipam.Attachment{ContainerID: "c-" + p.Name, IfName: "net1", Pod: &ipam.PodRef{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID)}}}
+		if _, err := n.svc.Allocator().Allocate(ctx, cfg, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live := createPod(t, kc, ns, "live", "node-a")
+	gone := createPod(t, kc, ns, "gone", "node-b")
+	alloc(a, live)
+	alloc(b, gone)
+	if err := kc.CoreV1().Pods(ns).Delete(ctx, "gone", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.svc.reconcileOnce(ctx, 0)
+	if err != nil || res.ReleasedPod != 1 {
+		t.Fatalf("reconcile: %+v, %v", res, err)
+	}
+	if objs := poolObjects(t, cs, "reconcile-net"); len(objs) != 1 || !strings.HasSuffix(objs[0], "@node-a") {
+		t.Errorf("left %v, want the live pod's", objs)
+	}
+}

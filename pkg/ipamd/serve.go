@@ -1,0 +1,265 @@
+package ipamd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	claimv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1alpha1"
+	"github.com/multinet/multinet/pkg/client/clientset/versioned"
+	"github.com/multinet/multinet/pkg/client/informers/externalversions"
+	claimlisters "github.com/multinet/multinet/pkg/client/listers/k8s.cni.cncf.io/v1alpha1"
+	"github.com/multinet/multinet/pkg/cniserver"
+	"github.com/multinet/multinet/pkg/ipam"
+	"github.com/multinet/multinet/pkg/kube"
+)
+
+// DefaultSocketPath is multinet-ipam's socket on the node.
+const DefaultSocketPath = "/run/multinet/ipam.sock"
+
+// Defaults of Options.
+const (
+	DefaultReconcileInterval = 5 * time.Minute
+	DefaultReconcileMinAge   = time.Minute
+	// cacheSyncWait bounds the wait for the IPAllocation informer's first
+	// list before the first reconcile pass.
+	cacheSyncWait = time.Minute
+)
+
+// Options configure Start.
+type Options struct {
+	// Config is the API client configuration (multinetd's ServiceAccount).
+	Config *rest.Config
+	// Node is this node's name (spec.owner.node of its allocations).
+	Node string
+	// SocketPath is where the plugin connects (pkg/cniserver.Listen: 0700
+	// directory, 0600 socket).
+	SocketPath string
+	// Pods, when set, checks that a request's pod is this node's.
+	Pods Pods
+	// ReconcileInterval is the mean time between Reconcile passes over
+	// every IPAllocation (±50% jitter, so that nodes spread out); < 0
+	// disables them. Default DefaultReconcileInterval.
+	ReconcileInterval time.Duration
+	// ReconcileMinAge spares younger allocations. Default DefaultReconcileMinAge.
+	ReconcileMinAge time.Duration
+	// GCMinAge spares younger allocations from CNI GC. Default DefaultGCMinAge.
+	GCMinAge time.Duration
+	// Server tunes the socket's server (slots, timeouts, Observer).
+	Server cniserver.Options
+	// Registerer, when set, gets the multinet_ipam_* metrics.
+	Registerer prometheus.Registerer
+}
+
+// Service is a running multinet-ipam server.
+type Service struct {
+	server    *cniserver.Server
+	allocator *ipam.Allocator
+	owners    *snapshotOwners
+	done      chan struct{}
+	cancel    context.CancelFunc
+	serveErr  chan error
+}
+
+// Start listens on opts.SocketPath, starts the IPAllocation and IPAMClaim
+// informers, the release of deleted claims' addresses and the reconcile
+// loop, and serves until ctx ends or Shutdown. Errors: clients cannot be
+// built, the socket cannot be created.
+func Start(ctx context.Context, opts Options) (*Service, error) {
+	if opts.Node == "" {
+		return nil, errors.New("multinet-ipam: node name is empty")
+	}
+	cs, err := versioned.NewForConfig(opts.Config)
+	if err != nil {
+		return nil, fmt.Errorf("multinet-ipam: client: %w", err)
+	}
+	kc, err := corev1client.NewForConfig(opts.Config)
+	if err != nil {
+		return nil, fmt.Errorf("multinet-ipam: client: %w", err)
+	}
+	mc, err := metadata.NewForConfig(opts.Config)
+	if err != nil {
+		return nil, fmt.Errorf("multinet-ipam: metadata client: %w", err)
+	}
+	c, err := ipam.NewCache(cs)
+	if err != nil {
+		return nil, err
+	}
+	m := newMetrics(opts.Registerer)
+	a := &ipam.Allocator{IPAM: cs.IPAMV1alpha1(), Claims: cs.K8sCniCncfIoV1alpha1(), Node: opts.Node, Cache: c, OnConflict: m.conflicts.Inc}
+	claims := externalversions.NewSharedInformerFactory(cs, 0)
+	claimInf := claims.K8sCniCncfIo().V1alpha1().IPAMClaims()
+
+	runCtx, cancel := context.WithCancel(ctx)
+	s := &Service{allocator: a, done: make(chan struct{}), cancel: cancel, serveErr: make(chan error, 1)}
+	if _, err := claimInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		DeleteFunc: func(obj any) { s.claimDeleted(runCtx, obj, m) },
+	}); err != nil {
+		cancel()
+		return nil, fmt.Errorf("multinet-ipam: IPAMClaim handler: %w", err)
+	}
+	l, err := cniserver.Listen(opts.SocketPath)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("multinet-ipam socket: %w", err)
+	}
+	h := &Handler{Allocator: a, Pods: opts.Pods, GCMinAge: opts.GCMinAge}
+	s.server = cniserver.New(&observed{h: h, m: m}, opts.Server)
+	c.Start(runCtx)
+	claims.StartWithContext(runCtx)
+	go func() { s.serveErr <- s.server.Serve(l) }()
+	s.owners = &snapshotOwners{
+		meta: mc, claims: claimInf.Lister(),
+		live: ipam.LiveOwners{Pods: kc, Claims: cs.K8sCniCncfIoV1alpha1()},
+	}
+	go func() {
+		defer close(s.done)
+		c.WaitForSync(runCtx, cacheSyncWait)
+		s.reconcileLoop(runCtx, opts, m)
+	}()
+	klog.FromContext(ctx).Info("serving multinet-ipam", "socket", opts.SocketPath)
+	return s, nil
+}
+
+// Allocator is the service's allocator (tests).
+func (s *Service) Allocator() *ipam.Allocator { return s.allocator }
+
+// Shutdown stops accepting, waits for requests in flight (until ctx ends),
+// then stops the informers and the reconcile loop.
+func (s *Service) Shutdown(ctx context.Context) error {
+	err := s.server.Shutdown(ctx)
+	s.cancel()
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+	}
+	return err
+}
+
+// Err reports the server's end (a closed listener after Shutdown is nil).
+func (s *Service) Err() <-chan error { return s.serveErr }
+
+// claimDeleted releases a deleted IPAMClaim's addresses when this node
+// allocated them (the cache says so: no request otherwise); the others'
+// are released by their node, or by the next Reconcile of any node.
+func (s *Service) claimDeleted(ctx context.Context, obj any, m *metrics) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	claim, ok := obj.(*claimv1.IPAMClaim)
+	if !ok {
+		return
+	}
+	mine := false
+	for _, o := range s.allocator.Cache.ByClaim(string(claim.UID)) {
+		mine = mine || o.Spec.Owner.Node == s.allocator.Node
+	}
+	if !mine {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		n, err := s.allocator.ReleaseClaim(ctx, string(claim.UID))
+		m.released.WithLabelValues("claim-deleted").Add(float64(n))
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "releasing a deleted IPAMClaim's addresses (the reconcile retries)", "claim", claim.Namespace+"/"+claim.Name)
+		}
+	}()
+}
+
+// reconcileLoop runs Reconcile over every node's allocations every
+// ReconcileInterval ±50% until ctx ends.
+func (s *Service) reconcileLoop(ctx context.Context, opts Options, m *metrics) {
+	every := opts.ReconcileInterval
+	if every == 0 {
+		every = DefaultReconcileInterval
+	}
+	if every < 0 {
+		return
+	}
+	minAge := opts.ReconcileMinAge
+	if minAge == 0 {
+		minAge = DefaultReconcileMinAge
+	}
+	log := klog.FromContext(ctx).WithName("ipam-reconcile")
+	for {
+		d := time.Duration(float64(every) * (0.5 + rand.Float64()))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d):
+		}
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		res, err := s.reconcileOnce(pctx, minAge)
+		cancel()
+		m.released.WithLabelValues("pod-gone").Add(float64(res.ReleasedPod))
+		m.released.WithLabelValues("claim-gone").Add(float64(res.ReleasedClaim))
+		if err != nil {
+			log.Error(err, "reconcile pass (retried next time)")
+		}
+		if res.ReleasedPod+res.ReleasedClaim > 0 {
+			log.Info("released the addresses of gone holders", "pods", res.ReleasedPod, "claims", res.ReleasedClaim, "checked", res.Checked)
+		}
+	}
+}
+
+// reconcileOnce is one pass: a fresh pod snapshot, then Reconcile.
+func (s *Service) reconcileOnce(ctx context.Context, minAge time.Duration) (ipam.ReconcileResult, error) {
+	if err := s.owners.refresh(ctx); err != nil {
+		return ipam.ReconcileResult{}, err
+	}
+	return s.allocator.Reconcile(ctx, ipam.ReconcileOptions{Owners: s.owners, MinAge: minAge})
+}
+
+// snapshotOwners answers Reconcile's questions from one metadata list of
+// every pod (from the API server's watch cache) and the IPAMClaim
+// informer; an owner missing from them is confirmed gone by a GET.
+type snapshotOwners struct {
+	meta   metadata.Interface
+	claims claimlisters.IPAMClaimLister
+	live   ipam.LiveOwners
+	pods   map[[2]string]*corev1.Pod
+}
+
+func (o *snapshotOwners) refresh(ctx context.Context) error {
+	list, err := o.meta.Resource(corev1.SchemeGroupVersion.WithResource("pods")).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return fmt.Errorf("multinet-ipam: listing pods: %w", err)
+	}
+	o.pods = make(map[[2]string]*corev1.Pod, len(list.Items))
+	for _, p := range list.Items {
+		o.pods[[2]string{p.Namespace, p.Name}] = &corev1.Pod{ObjectMeta: p.ObjectMeta}
+	}
+	return nil
+}
+
+func (o *snapshotOwners) PodExists(ctx context.Context, namespace, name, uid string) (bool, error) {
+	if p, ok := o.pods[[2]string{namespace, name}]; ok && kube.IsRuntimePod(p, uid) {
+		return true, nil
+	}
+	return o.live.PodExists(ctx, namespace, name, uid)
+}
+
+func (o *snapshotOwners) ClaimExists(ctx context.Context, namespace, name, uid string) (bool, error) {
+	c, err := o.claims.IPAMClaims(namespace).Get(name)
+	if err == nil && (uid == "" || string(c.UID) == uid) {
+		return true, nil
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return false, err
+	}
+	return o.live.ClaimExists(ctx, namespace, name, uid)
+}
