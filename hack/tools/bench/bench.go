@@ -659,10 +659,18 @@ func (b *bench) cleanup() error {
 	}
 	_ = os.RemoveAll(b.ipamDir)
 	_ = os.RemoveAll(b.cacheDir)
-	// multinetd's own records and libcni cache: report, never touch.
+	// multinetd's own records and libcni cache: report, never touch. The
+	// networks multinetd remembers for CNI GC (records/networks/<name>.json)
+	// are per network, not per container: they stay until a GC forgets them
+	// (docs/multinetd.md), so they are not leftovers of bench containers.
 	if b.e.clusterDir != "" {
 		var left []string
-		_ = filepath.WalkDir(filepath.Join(b.e.clusterDir, "multinet", "state"), func(p string, d os.DirEntry, err error) error {
+		state := filepath.Join(b.e.clusterDir, "multinet", "state")
+		remembered := filepath.Join(state, "records", "networks")
+		_ = filepath.WalkDir(state, func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() && p == remembered {
+				return filepath.SkipDir
+			}
 			if err == nil && !d.IsDir() && strings.Contains(d.Name(), containerIDPrefix) {
 				left = append(left, p)
 			}
