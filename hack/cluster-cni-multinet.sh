@@ -34,7 +34,7 @@ build() {
   # failure stops cluster-up here with the compiler's message.
   mkdir -p "$BIN_OUT"
   (cd "$MULTINET_ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$BIN_OUT/" \
-    ./cmd/multinetd ./cmd/multinet-shim ./cmd/multinet-netdev ./cmd/multinet-deviceplugin ./cmd/multinet-webhook ./cmd/kubectl-multinet)
+    ./cmd/multinetd ./cmd/multinet-shim ./cmd/multinet-netdev ./cmd/multinet-ipam ./cmd/multinet-deviceplugin ./cmd/multinet-webhook ./cmd/kubectl-multinet)
 }
 
 install_plugin() { # install_plugin NAME: atomic copy into the CNI bin dir
@@ -114,6 +114,7 @@ up)
   build
   install_plugin multinet-shim
   install_plugin multinet-netdev
+  install_plugin multinet-ipam
   write_identity
   write_config
   component_alive multinetd && stop_daemon

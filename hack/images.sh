@@ -3,7 +3,7 @@
 # container engine and, on the local cluster, imports them into containerd.
 #
 #   1. static binaries (CGO_ENABLED=0, -trimpath, version stamped) of
-#      multinetd, multinet-shim, multinet-netdev, multinet-install,
+#      multinetd, multinet-shim, multinet-netdev, multinet-ipam, multinet-install,
 #      multinet-webhook and multinet-deviceplugin into _output/images/bin;
 #   2. hack/tools/images: one OCI image each, from scratch, written as
 #      docker-archive tarballs _output/images/{multinetd,webhook,deviceplugin}.tar
@@ -57,7 +57,7 @@ log "building static binaries ($GOARCH, version $TAG) into ${BIN#"$ROOT"/}"
 t0=$SECONDS
 CGO_ENABLED=0 GOOS=linux GOARCH=$GOARCH go build -trimpath \
   -ldflags "-s -w -X main.version=$TAG -X github.com/multinet/multinet/internal/version.Version=$TAG" -o "$BIN/" \
-  ./cmd/multinetd ./cmd/multinet-shim ./cmd/multinet-netdev ./cmd/multinet-install \
+  ./cmd/multinetd ./cmd/multinet-shim ./cmd/multinet-netdev ./cmd/multinet-ipam ./cmd/multinet-install \
   ./cmd/multinet-webhook ./cmd/multinet-deviceplugin
 log "binaries built in $((SECONDS - t0))s"
 

@@ -1,6 +1,6 @@
 // Command multinet-install is the init container of the multinetd
 // DaemonSet. It copies the CNI plugins shipped in the image (multinet-shim,
-// multinet-netdev) into the node's CNI bin dir atomically (temporary file +
+// multinet-netdev, multinet-ipam) into the node's CNI bin dir atomically (temporary file +
 // rename: a shim the runtime is executing is never overwritten in place, so
 // never "text file busy"), warns about delegates in that dir the daemon
 // cannot run from its container, and optionally waits until the default
@@ -27,7 +27,7 @@ import (
 func main() {
 	srcDir := flag.String("src-dir", "/opt/multinet/cni/bin", "directory of the plugins to install")
 	binDir := flag.String("cni-bin-dir", "/opt/cni/bin", "the node's CNI bin dir (a hostPath mount)")
-	plugins := flag.String("plugins", "multinet-shim,multinet-netdev", "comma-separated plugin names to install (or remove)")
+	plugins := flag.String("plugins", "multinet-shim,multinet-netdev,multinet-ipam", "comma-separated plugin names to install (or remove)")
 	confDir := flag.String("cni-conf-dir", "/etc/cni/net.d", "the node's CNI conf dir")
 	confFile := flag.String("conf-file-name", "00-multinet.conflist", "multinet's own CNI config file (written by multinetd)")
 	waitDefault := flag.Bool("wait-for-default-network", false, "wait until --cni-conf-dir holds a CNI config besides --conf-file-name (the cluster's default network)")

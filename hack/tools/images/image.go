@@ -53,12 +53,13 @@ type Spec struct {
 var Specs = []Spec{
 	{
 		Name:        "multinetd",
-		Description: "multinet node daemon, CNI shim and netdev plugin, and their installer",
+		Description: "multinet node daemon, CNI shim, netdev and IPAM plugins, and their installer",
 		Files: []File{
 			{"multinetd", "/usr/local/bin/multinetd"},
 			{"multinet-install", "/usr/local/bin/multinet-install"},
 			{"multinet-shim", "/opt/multinet/cni/bin/multinet-shim"},
 			{"multinet-netdev", "/opt/multinet/cni/bin/multinet-netdev"},
+			{"multinet-ipam", "/opt/multinet/cni/bin/multinet-ipam"},
 		},
 		Entrypoint: []string{"/usr/local/bin/multinetd"},
 		User:       "0:0",

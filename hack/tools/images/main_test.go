@@ -109,6 +109,7 @@ func TestMultinetdImage(t *testing.T) {
 		"multinet-install": "usr/local/bin/multinet-install",
 		"multinet-shim":    "opt/multinet/cni/bin/multinet-shim",
 		"multinet-netdev":  "opt/multinet/cni/bin/multinet-netdev",
+		"multinet-ipam":    "opt/multinet/cni/bin/multinet-ipam",
 	} {
 		e, ok := entries[p]
 		if !ok {
@@ -130,7 +131,7 @@ func TestMultinetdImage(t *testing.T) {
 	if e := entries["var/run"]; e.typ != tar.TypeSymlink || e.data != "../run" {
 		t.Errorf("var/run type %c, want a symlink to ../run", e.typ)
 	}
-	want := 4 + 2 + 4 + 1 + 8 // binaries, passwd+group, tmp+root+run+var, var/run, parent dirs
+	want := 5 + 2 + 4 + 1 + 8 // binaries, passwd+group, tmp+root+run+var, var/run, parent dirs
 	if len(entries) != want {
 		names := make([]string, 0, len(entries))
 		for n := range entries {
