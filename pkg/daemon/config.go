@@ -160,6 +160,16 @@ type Config struct {
 	// reaped: longer than an ADD can run (shimTimeout), since the runtime
 	// lists a sandbox only after its ADD returned.
 	ReapMinAge Duration `json:"reapMinAge,omitempty"`
+	// IPAMSocketPath is multinet-ipam's socket (the plugin's
+	// "ipam.socketPath"): multinetd allocates the plugin's addresses in the
+	// Kubernetes API with its own ServiceAccount (pkg/ipamd,
+	// docs/multinet-ipam.md). Default: ipam.sock in SocketPath's
+	// directory; "none" turns multinet-ipam off.
+	IPAMSocketPath string `json:"ipamSocketPath,omitempty"`
+	// IPAMReconcileInterval is the mean time (±50%) between two passes
+	// that release the addresses of pods and IPAMClaims that are gone; 0
+	// disables them.
+	IPAMReconcileInterval Duration `json:"ipamReconcileInterval,omitempty"`
 	// AsyncStatus writes network-status after ADD returns.
 	AsyncStatus bool `json:"asyncStatus,omitempty"`
 	// APIQPS and APIBurst limit the daemon's API client.
@@ -167,31 +177,35 @@ type Config struct {
 	APIBurst int     `json:"apiBurst,omitempty"`
 }
 
+// IPAMOff as ipamSocketPath turns multinet-ipam off.
+const IPAMOff = "none"
+
 // Defaults returns the configuration used for fields left empty.
 func Defaults() Config {
 	return Config{
-		SocketPath:          api.DefaultSocketPath,
-		NodeRoot:            "/",
-		CNIConfDir:          "/etc/cni/net.d",
-		ConfFileName:        "00-multinet.conflist",
-		StateDir:            "/var/lib/multinet",
-		DevInfoRoot:         devinfo.DefaultRoot,
-		PodResourcesSocket:  "/var/lib/kubelet/pod-resources/kubelet.sock",
-		MetricsAddress:      "127.0.0.1:9390",
-		MaxInFlight:         16,
-		ReservedInFlight:    4,
-		DelegateTimeout:     Duration{60 * time.Second},
-		DelegateSlotTimeout: Duration{10 * time.Second},
-		TeardownGrace:       Duration{5 * time.Second},
-		RequestTimeout:      Duration{110 * time.Second},
-		ShimTimeout:         Duration{120 * time.Second},
-		NADSyncWait:         Duration{10 * time.Second},
-		RuntimeEndpoint:     "unix:///run/containerd/containerd.sock",
-		ReapInterval:        Duration{time.Minute},
-		ReapMinAge:          Duration{3 * time.Minute},
-		SystemNamespaces:    []string{"kube-system"},
-		APIQPS:              20,
-		APIBurst:            40,
+		SocketPath:            api.DefaultSocketPath,
+		NodeRoot:              "/",
+		CNIConfDir:            "/etc/cni/net.d",
+		ConfFileName:          "00-multinet.conflist",
+		StateDir:              "/var/lib/multinet",
+		DevInfoRoot:           devinfo.DefaultRoot,
+		PodResourcesSocket:    "/var/lib/kubelet/pod-resources/kubelet.sock",
+		MetricsAddress:        "127.0.0.1:9390",
+		MaxInFlight:           16,
+		ReservedInFlight:      4,
+		DelegateTimeout:       Duration{60 * time.Second},
+		DelegateSlotTimeout:   Duration{10 * time.Second},
+		TeardownGrace:         Duration{5 * time.Second},
+		RequestTimeout:        Duration{110 * time.Second},
+		ShimTimeout:           Duration{120 * time.Second},
+		NADSyncWait:           Duration{10 * time.Second},
+		RuntimeEndpoint:       "unix:///run/containerd/containerd.sock",
+		ReapInterval:          Duration{time.Minute},
+		ReapMinAge:            Duration{3 * time.Minute},
+		IPAMReconcileInterval: Duration{5 * time.Minute},
+		SystemNamespaces:      []string{"kube-system"},
+		APIQPS:                20,
+		APIBurst:              40,
 	}
 }
 
@@ -270,6 +284,15 @@ func (c *Config) Complete() error {
 	}
 	if !filepath.IsAbs(c.SocketPath) {
 		errs = append(errs, fmt.Errorf("socketPath %q: want an absolute path", c.SocketPath))
+	}
+	if c.IPAMSocketPath == "" {
+		c.IPAMSocketPath = filepath.Join(filepath.Dir(c.SocketPath), "ipam.sock")
+	}
+	if p := c.IPAMSocketPath; p != IPAMOff && (!filepath.IsAbs(p) || filepath.Clean(p) == filepath.Clean(c.SocketPath)) {
+		errs = append(errs, fmt.Errorf("ipamSocketPath %q: want an absolute path other than socketPath, or %q", p, IPAMOff))
+	}
+	if c.IPAMReconcileInterval.Duration < 0 {
+		errs = append(errs, fmt.Errorf("ipamReconcileInterval %s: want 0 (off) or a positive duration", c.IPAMReconcileInterval))
 	}
 	if c.ConfFileName == "" || strings.ContainsRune(c.ConfFileName, '/') || !strings.HasSuffix(c.ConfFileName, ".conflist") {
 		errs = append(errs, fmt.Errorf("confFileName %q: want a file name ending in .conflist", c.ConfFileName))

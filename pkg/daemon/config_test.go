@@ -171,6 +171,10 @@ func TestComplete(t *testing.T) {
 		{name: "reap min age within an ADD", mod: func(c *Config) { c.ReapMinAge = Duration{time.Minute} },
 			wantErr: []string{"reapMinAge 1m0s", "shimTimeout 2m0s"}},
 		{name: "relative socket", mod: func(c *Config) { c.SocketPath = "run/x.sock" }, wantErr: []string{"socketPath"}},
+		{name: "multinet-ipam off", mod: func(c *Config) { c.IPAMSocketPath, c.IPAMReconcileInterval = "none", Duration{} }},
+		{name: "relative ipam socket", mod: func(c *Config) { c.IPAMSocketPath = "ipam.sock" }, wantErr: []string{"ipamSocketPath"}},
+		{name: "ipam socket is the shim's", mod: func(c *Config) { c.IPAMSocketPath = c.SocketPath }, wantErr: []string{"ipamSocketPath", "other than socketPath"}},
+		{name: "negative ipam reconcile interval", mod: func(c *Config) { c.IPAMReconcileInterval = Duration{-time.Second} }, wantErr: []string{"ipamReconcileInterval"}},
 		{name: "conf file not a conflist", mod: func(c *Config) { c.ConfFileName = "00-multinet.conf" }, wantErr: []string{"confFileName"}},
 		{name: "conf file with a slash", mod: func(c *Config) { c.ConfFileName = "a/00-multinet.conflist" }, wantErr: []string{"confFileName"}},
 		{name: "no state dir", mod: func(c *Config) { c.StateDir = "" }, wantErr: []string{"stateDir"}},
@@ -220,6 +224,10 @@ func TestCompleteFills(t *testing.T) {
 	}
 	if c.DefaultNetwork.ConfDir != c.CNIConfDir {
 		t.Errorf("DefaultNetwork.ConfDir = %q, want CNIConfDir %q", c.DefaultNetwork.ConfDir, c.CNIConfDir)
+	}
+	// multinet-ipam's socket: next to the shim's, the plugin's default.
+	if c.IPAMSocketPath != "/run/multinet/ipam.sock" {
+		t.Errorf("IPAMSocketPath = %q, want /run/multinet/ipam.sock", c.IPAMSocketPath)
 	}
 
 	t.Setenv("NODE_NAME", "node-from-env")

@@ -1,0 +1,38 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	"github.com/multinet/multinet/pkg/ipamd"
+)
+
+// startIPAM serves multinet-ipam (pkg/ipamd) on cfg.IPAMSocketPath, with
+// its own API client (rate limiter) of restConfig, the daemon's pod cache
+// (a node allocates for its own pods) and the daemon's metrics registry;
+// nil when ipamSocketPath is "none". Shut it down with Shutdown.
+func startIPAM(ctx context.Context, cfg Config, restConfig *rest.Config, pods ipamd.Pods, m *metrics) (*ipamd.Service, error) {
+	if cfg.IPAMSocketPath == IPAMOff {
+		klog.InfoS("multinet-ipam is off (ipamSocketPath: none)")
+		return nil, nil
+	}
+	every := cfg.IPAMReconcileInterval.Duration
+	if every == 0 {
+		every = -1 // off
+	}
+	svc, err := ipamd.Start(ctx, ipamd.Options{
+		Config:            rest.CopyConfig(restConfig),
+		Node:              cfg.NodeName,
+		SocketPath:        cfg.IPAMSocketPath,
+		Pods:              pods,
+		ReconcileInterval: every,
+		Registerer:        m.registry,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ipamSocketPath: %w", err)
+	}
+	return svc, nil
+}
