@@ -208,6 +208,13 @@ func Run(ctx context.Context, cfg Config) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- server.Serve(listener) }()
 	log.Info("serving CNI requests", "socket", cfg.SocketPath)
+	// multinet-ipam's socket: the plugin's operations, allocated with the
+	// daemon's ServiceAccount (docs/decisions/ipam.md).
+	ipamSvc, err := startIPAM(ctx, cfg, restConfig, pods, m)
+	if err != nil {
+		_ = server.Shutdown(context.Background())
+		return err
+	}
 
 	var confWritten atomic.Bool
 	var httpServer *http.Server
@@ -299,6 +306,11 @@ func Run(ctx context.Context, cfg Config) error {
 	defer scancel()
 	if err := server.Shutdown(sctx); err != nil {
 		log.Error(err, "CNI server shutdown")
+	}
+	if ipamSvc != nil {
+		if err := ipamSvc.Shutdown(sctx); err != nil {
+			log.Error(err, "multinet-ipam shutdown")
+		}
 	}
 	if err := engine.Wait(sctx); err != nil {
 		log.Error(err, "waiting for network-status writes")
