@@ -39,9 +39,13 @@ test: verify test-unit test-e2e chaos-short ## verify, unit tests, end-to-end te
 packages: ## install the Debian packages the tests and the cluster need when any is missing (hack/lib/cluster.sh ensure_packages)
 	@mkdir -p $(OUT) && bash -c '. hack/lib/cluster.sh && ensure_packages'
 
+.PHONY: apiserver
+apiserver: ## build the kube-apiserver the package tests run (internal/apiservertest) when it is missing (hack/lib/cluster.sh ensure_k8s_binaries, cached under ~/.cache/multinet/k8s)
+	@mkdir -p $(OUT) && bash -c '. hack/lib/cluster.sh && K8S_COMMANDS=(kube-apiserver) && ensure_k8s_binaries'
+
 .PHONY: test-unit
-test-unit: packages ## go test ./... (no e2e), with -race when a C compiler is present (packages first: the hack/lib tests run jq)
-	$(GO) test $(RACE) -count=1 -timeout $(UNIT_TIMEOUT) ./...
+test-unit: packages apiserver ## go test ./... (no e2e), with -race when a C compiler is present (packages first: the hack/lib tests run jq, etcd; then kube-apiserver: with MULTINET_REQUIRE_APISERVER=1 a test needing the real API server fails instead of skipping)
+	MULTINET_REQUIRE_APISERVER=1 $(GO) test $(RACE) -count=1 -timeout $(UNIT_TIMEOUT) ./...
 
 .PHONY: test-e2e
 test-e2e: ## cluster-up, go test -tags e2e ./test/e2e/..., cluster-down (even on failure); default network: containerd's conflist
