@@ -100,7 +100,11 @@ func BenchmarkAllocateConcurrent(b *testing.B) {
 		as = append(as, a)
 	}
 	ctx := ctxT(b)
-	if _, err := as[0].Allocate(ctx, cfg, req(b, "warm-up", "net1")); err != nil {
+	warm := req(b, "warm-up", "net1")
+	if _, err := as[0].Allocate(ctx, cfg, warm); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := as[0].Release(ctx, warm.ContainerID, "net1"); err != nil {
 		b.Fatal(err)
 	}
 	rounds := 0

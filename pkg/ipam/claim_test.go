@@ -195,6 +195,7 @@ func TestClaimDeletionReleases(t *testing.T) {
 		}
 	}
 	// While every claim exists, Reconcile keeps their addresses.
+	e.syncWatchCache(pool)
 	if res, err := a.Reconcile(ctx, ReconcileOptions{Owners: owners}); err != nil || res.ReleasedClaim != 0 {
 		t.Fatalf("reconcile with live claims: %+v, %v", res, err)
 	}
@@ -206,6 +207,7 @@ func TestClaimDeletionReleases(t *testing.T) {
 	if n, err := a.ReleaseClaim(ctx, string(claims["by-event"].UID)); err != nil || n != 2 {
 		t.Errorf("ReleaseClaim released %d, %v", n, err)
 	}
+	e.syncWatchCache(pool)
 	res, err := a.Reconcile(ctx, ReconcileOptions{Owners: owners})
 	if err != nil || res.ReleasedClaim != 2 {
 		t.Errorf("reconcile after deletion: %+v, %v", res, err)
@@ -225,6 +227,7 @@ func TestClaimDeletionReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.claim(ns, "kept")
+	e.syncWatchCache(pool)
 	if res, err := a.Reconcile(context.Background(), ReconcileOptions{Owners: owners}); err != nil || res.ReleasedClaim != 2 {
 		t.Errorf("reconcile after re-creation: %+v, %v", res, err)
 	}

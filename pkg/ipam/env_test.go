@@ -134,6 +134,43 @@ func (e *env) poolObjects(pool string) []ipamv1.IPAllocation {
 	return list.Items
 }
 
+// syncWatchCache waits until the API server's watch cache (the
+// resourceVersion "0" lists of GC and Reconcile) holds every IPAllocation
+// of the pool that a consistent list returns, so that a pass right after
+// an allocation sees it.
+func (e *env) syncWatchCache(pool string) {
+	e.t.Helper()
+	sel := fields.OneTermEqualSelector(FieldPool, pool).String()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		want, err := e.cs.IPAMV1alpha1().IPAllocations().List(context.Background(), metav1.ListOptions{FieldSelector: sel})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		got, err := e.cs.IPAMV1alpha1().IPAllocations().List(context.Background(), metav1.ListOptions{FieldSelector: sel, ResourceVersion: "0"})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		have := map[string]bool{}
+		for _, o := range got.Items {
+			have[string(o.UID)] = true
+		}
+		missing := 0
+		for _, o := range want.Items {
+			if !have[string(o.UID)] {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("the watch cache still lacks %d IPAllocations of pool %s", missing, pool)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // poolAddresses is the sorted addresses of the pool's IPAllocations.
 func (e *env) poolAddresses(pool string) []string {
 	var out []string

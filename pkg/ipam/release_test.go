@@ -48,9 +48,11 @@ func TestGC(t *testing.T) {
 
 	// Too young: nothing goes.
 	keep := []GCAttachment{{ContainerID: name(t, "valid"), IfName: "net1"}}
+	e.syncWatchCache(pool)
 	if n, err := nodeA.GC(ctx, cfg, keep, time.Hour); err != nil || n != 0 {
 		t.Fatalf("GC with minAge 1h released %d, %v", n, err)
 	}
+	e.syncWatchCache(pool)
 	n, err := nodeA.GC(ctx, cfg, keep, 0)
 	if err != nil || n != 2 {
 		t.Fatalf("GC released %d, %v; want 2", n, err)
@@ -110,6 +112,7 @@ func TestReconcileGonePods(t *testing.T) {
 	owners := LiveOwners{Pods: e.kube.CoreV1(), Claims: e.cs.K8sCniCncfIoV1alpha1()}
 
 	// Node A's pass leaves node B's allocations alone.
+	e.syncWatchCache(pool)
 	res, err := nodeA.Reconcile(ctx, ReconcileOptions{Owners: owners, Node: "node-a"})
 	if err != nil || res.ReleasedPod != 4 {
 		t.Errorf("node-a reconcile: %+v, %v; want 4 released (2 pods x 2 families)", res, err)
@@ -123,11 +126,13 @@ func TestReconcileGonePods(t *testing.T) {
 		t.Errorf("left %v, want %v", left, wantLeft)
 	}
 	// A pass over every node (a dead node's allocations) releases node B's.
+	e.syncWatchCache(pool)
 	if res, err := nodeA.Reconcile(context.Background(), ReconcileOptions{Owners: owners}); err != nil || res.ReleasedPod != 2 {
 		t.Errorf("cluster reconcile: %+v, %v; want node-b's 2", res, err)
 	}
 	// MinAge spares what is younger.
 	must(nodeA, podReq(t, "young", "net1", deleted))
+	e.syncWatchCache(pool)
 	if res, err := nodeA.Reconcile(ctx, ReconcileOptions{Owners: owners, MinAge: time.Hour}); err != nil || res.ReleasedPod != 0 {
 		t.Errorf("reconcile with MinAge: %+v, %v", res, err)
 	}
