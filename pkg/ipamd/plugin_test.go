@@ -40,7 +40,9 @@ var plugin struct {
 }
 
 // pluginDir builds cmd/multinet-ipam once per test binary.
-func pluginDir(t *testing.T) string {
+func pluginDir(t *testing.T) string { return pluginDirB(t) }
+
+func pluginDirB(t testing.TB) string {
 	t.Helper()
 	plugin.once.Do(func() {
 		_, file, _, _ := runtime.Caller(0)
