@@ -94,4 +94,6 @@ func BenchmarkPluginAdd(b *testing.B) {
 // cache does for a pod whose ADD it is serving (no request).
 type cachedPod struct{ pod *corev1.Pod }
 
-func (c cachedPod) Get(context.Context, string, string, string) (*corev1.Pod, error) { return c.pod, nil }
+func (c cachedPod) Get(context.Context, string, string, string) (*corev1.Pod, error) {
+	return c.pod, nil
+}
