@@ -119,7 +119,8 @@ const (
 // declare no "mac" capability) and Multus's default-route1 NAD asked for
 // "ips" without the "ips" capability are refused on UPDATE with
 // podnetworks' message and change nothing. Removing the hot-plugged
-// elements removes the interfaces and releases their addresses.
+// elements removes the interfaces and releases their addresses (host-local
+// allocation, bridge port, the example's ipMasq rules).
 func TestHotPlugForeign(t *testing.T) {
 	ns := newNamespace(t)
 	master := vethPair(t)
@@ -177,6 +178,10 @@ func TestHotPlugForeign(t *testing.T) {
 	if ports := cd.ports(t); len(ports) != 1 {
 		t.Errorf("bridge %s of containerd's example has ports %v, want the pod's veth", cd.Bridge, ports)
 	}
+	// The example's "ipMasq": the bridge plugin's nat chain names the network.
+	if rules := natRules(t); !strings.Contains(rules, cd.Name) {
+		t.Errorf("no ipMasq rule of %s in the nat table:\n%s", cd.Name, rules)
+	}
 	now2 := podInterfaces(t, ns, p.Name)
 	for _, i := range []string{"eth0", "net1", "ens58"} {
 		sameIface(t, now, now2, i)
@@ -186,6 +191,9 @@ func TestHotPlugForeign(t *testing.T) {
 	_, _, d = hotPlug(t, ns, p.Name, initial, "eth0", "net1")
 	took = append(took, d)
 	assertReleased(t, cd)
+	if rules := natRules(t); strings.Contains(rules, cd.Name) {
+		t.Errorf("the ipMasq rules of %s are still in the nat table after the detach:\n%s", cd.Name, rules)
+	}
 	now3 := podInterfaces(t, ns, p.Name)
 	sameIface(t, before, now3, "net1")
 	for name, i := range now3 {
