@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -77,13 +74,7 @@ func (p plugin) add(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	if r := bytes.TrimSpace(resp.Result); len(r) == 0 || string(r) == "null" {
-		return types.NewError(types.ErrInternal, "multinet-ipam: multinetd answered ADD without a result", "")
-	}
-	if _, err := p.stdout.Write(resp.Result); err != nil {
-		return types.NewError(types.ErrIOFailure, "multinet-ipam: writing result", err.Error())
-	}
-	return nil
+	return api.Forwarder{Plugin: "multinet-ipam"}.WriteResult(p.stdout, resp)
 }
 
 func (p plugin) del(args *skel.CmdArgs) error    { _, err := forward(api.CmdDel, args); return err }
@@ -91,40 +82,12 @@ func (p plugin) check(args *skel.CmdArgs) error  { _, err := forward(api.CmdChec
 func (p plugin) gc(args *skel.CmdArgs) error     { _, err := forward(api.CmdGC, args); return err }
 func (p plugin) status(args *skel.CmdArgs) error { _, err := forward(api.CmdStatus, args); return err }
 
-// forward sends one operation to multinetd (api.Exchange: DEL and GC are
-// sent again while it restarts) and returns its successful response, its
-// CNI error unchanged, or, when no answer arrived, code 50 for STATUS and
-// 11 (try again later) otherwise.
+// forward sends one operation to multinetd (api.Forwarder: DEL and GC are
+// sent again while it restarts, until "ipam.timeout").
 func forward(cmd string, args *skel.CmdArgs) (*api.Response, error) {
 	c, err := loadConfig(args.StdinData)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-	defer cancel()
-	resp, err := api.Exchange(ctx, c.socketPath, &api.Request{
-		V:           api.Version,
-		Command:     cmd,
-		ContainerID: args.ContainerID,
-		Netns:       args.Netns,
-		IfName:      args.IfName,
-		Args:        args.Args,
-		Path:        args.Path,
-		Config:      args.StdinData,
-	})
-	if err != nil {
-		code := uint(types.ErrTryAgainLater)
-		if cmd == api.CmdStatus {
-			code = 50 // CNI 1.1.0 STATUS: "the plugin is not available"
-		}
-		msg := fmt.Sprintf("multinet-ipam: %s: multinetd not reachable at %s", cmd, c.socketPath)
-		if errors.Is(err, context.DeadlineExceeded) {
-			msg = fmt.Sprintf("multinet-ipam: %s: no answer from multinetd at %s within %s (\"ipam.timeout\")", cmd, c.socketPath, c.timeout)
-		}
-		return nil, types.NewError(code, msg, err.Error())
-	}
-	if resp.Error != nil {
-		return nil, resp.Error
-	}
-	return resp, nil
+	return api.Forwarder{Plugin: "multinet-ipam", SocketPath: c.socketPath, Timeout: c.timeout, TimeoutField: "ipam.timeout"}.Forward(cmd, args)
 }

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -83,13 +80,7 @@ func (s shim) add(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	if r := bytes.TrimSpace(resp.Result); len(r) == 0 || string(r) == "null" {
-		return types.NewError(types.ErrInternal, "multinet-shim: multinetd answered ADD without a result", "")
-	}
-	if _, err := s.stdout.Write(resp.Result); err != nil {
-		return types.NewError(types.ErrIOFailure, "multinet-shim: writing result", err.Error())
-	}
-	return nil
+	return api.Forwarder{Plugin: "multinet-shim"}.WriteResult(s.stdout, resp)
 }
 
 func (s shim) del(args *skel.CmdArgs) error {
@@ -133,54 +124,17 @@ func checkNetns(args *skel.CmdArgs) error {
 	return nil
 }
 
-// forward sends one operation to multinetd and returns its successful
-// response. It returns the daemon's CNI error unchanged, and its own CNI
-// error when no answer arrived: code 50 for STATUS (CNI spec "STATUS"),
-// code 11 (try again later) otherwise — never success, since the daemon may
-// not have done the work.
+// forward sends one operation to multinetd (api.Forwarder: DEL and GC are
+// sent again while it restarts, until the shim's timeout).
 func forward(cmd string, args *skel.CmdArgs) (*api.Response, error) {
 	c, err := loadConfig(args.StdinData)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-	defer cancel()
-	req := &api.Request{
-		V:           api.Version,
-		Command:     cmd,
-		ContainerID: args.ContainerID,
-		Netns:       args.Netns,
-		IfName:      args.IfName,
-		Args:        args.Args,
-		Path:        args.Path,
-		Config:      args.StdinData,
-	}
-	resp, err := dial(ctx, c.socketPath, req)
-	if err != nil {
-		return nil, transportError(cmd, c, err)
-	}
-	if resp.Error != nil {
-		return nil, resp.Error
-	}
-	return resp, nil
+	return c.forwarder().Forward(cmd, args)
 }
 
-// dial is api.Exchange: DEL and GC are sent again while multinetd does
-// not answer (it is restarting), until the shim's timeout.
-func dial(ctx context.Context, socketPath string, req *api.Request) (*api.Response, error) {
-	return api.Exchange(ctx, socketPath, req)
-}
-
-// transportError turns a failed exchange into the CNI error reported to the
-// runtime.
-func transportError(cmd string, c *config, err error) *types.Error {
-	code := types.ErrTryAgainLater
-	if cmd == api.CmdStatus {
-		code = 50 // CNI 1.1.0 STATUS: "the plugin is not available"
-	}
-	msg := fmt.Sprintf("multinet-shim: %s: multinetd not reachable at %s", cmd, c.socketPath)
-	if errors.Is(err, context.DeadlineExceeded) {
-		msg = fmt.Sprintf("multinet-shim: %s: no answer from multinetd at %s within %s (\"timeout\")", cmd, c.socketPath, c.timeout)
-	}
-	return types.NewError(code, msg, err.Error())
+// forwarder is the api.Forwarder of c.
+func (c *config) forwarder() api.Forwarder {
+	return api.Forwarder{Plugin: "multinet-shim", SocketPath: c.socketPath, Timeout: c.timeout, TimeoutField: "timeout"}
 }
