@@ -143,9 +143,9 @@ func TestHotPlugForeign(t *testing.T) {
 
 	// The peer's "manages to add a new interface to a running pod".
 	withEns58 := fmt.Sprintf(`[{"name":"tenant-network","namespace":%q,"interface":"net1"},{"name":"tenant-network","namespace":%[1]q,"interface":"ens58"}]`, ns)
-	_, list, d := hotPlug(t, ns, p.Name, withEns58, "eth0", "net1", "ens58")
+	hp, d := hotPlug(t, ns, p.Name, withEns58, "eth0", "net1", "ens58")
 	took = append(took, d)
-	if e := entry(t, list, "ens58"); e.Name != ns+"/tenant-network" || len(e.IPs) != 0 {
+	if e := attachmentStatus(t, hp, "ens58"); e.Name != ns+"/tenant-network" || len(e.IPs) != 0 {
 		t.Errorf("ens58: %s with ips %v, want %s/tenant-network without IPs (no IPAM)", e.Name, e.IPs, ns)
 	}
 	now := podInterfaces(t, ns, p.Name)
@@ -165,12 +165,12 @@ func TestHotPlugForeign(t *testing.T) {
 
 	// The IPAM element without mac, and containerd's example.
 	full := strings.TrimSuffix(withEns58, "]") + "," + ipamElem + `,{"name":"containerd-net"}]`
-	_, list, d = hotPlug(t, ns, p.Name, full, "eth0", "net1", "ens58", "ens202", "net2")
+	hp, d = hotPlug(t, ns, p.Name, full, "eth0", "net1", "ens58", "ens202", "net2")
 	took = append(took, d)
-	if e := entry(t, list, "ens202"); e.Name != ns+"/tenant-network-ipam" || !slices.Equal(e.IPs, []string{"10.10.10.111"}) {
+	if e := attachmentStatus(t, hp, "ens202"); e.Name != ns+"/tenant-network-ipam" || !slices.Equal(e.IPs, []string{"10.10.10.111"}) {
 		t.Errorf("ens202: %s with ips %v, want %s/tenant-network-ipam with 10.10.10.111", e.Name, e.IPs, ns)
 	}
-	e := entry(t, list, "net2")
+	e := attachmentStatus(t, hp, "net2")
 	alloc := cd.allocations(t)
 	if e.Name != ns+"/containerd-net" || len(e.IPs) != 1 || alloc[e.IPs[0]] == "" {
 		t.Errorf("net2: %s with ips %v, host-local of %s holds %v; want %s/containerd-net with the one address host-local allocated", e.Name, e.IPs, cd.Name, alloc, ns)
@@ -188,7 +188,7 @@ func TestHotPlugForeign(t *testing.T) {
 	}
 
 	// The peer's "can be hot unplugged": back to the pod as created.
-	_, _, d = hotPlug(t, ns, p.Name, initial, "eth0", "net1")
+	_, d = hotPlug(t, ns, p.Name, initial, "eth0", "net1")
 	took = append(took, d)
 	assertReleased(t, cd)
 	if rules := natRules(t); strings.Contains(rules, cd.Name) {
