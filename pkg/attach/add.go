@@ -382,33 +382,44 @@ func (e *Engine) networkStatus(p *plan, results []types.Result, routedVia []stri
 			// or for "default-route": [] the result's (§5.3.7.4).
 			opts.GatewayRequest = routedVia
 		}
-		if f := p.deviceInfoFiles[i]; f != "" {
-			// No file: no plugin wrote one (device-info spec §5.1.2).
-			d, err := devinfo.ReadFileRaw(f)
-			switch {
-			case err == nil:
-				opts.DeviceInfo = d
-			case !errors.Is(err, fs.ErrNotExist):
-				e.omitted(p, a.NetworkKey, status.Omission{Field: `"device-info"`, Reason: err.Error()})
-			}
-		}
-		s, omitted, err := status.FromResultWithOmissions(results[i], a.NetworkKey, a.IfName, opts)
+		s, err := e.statusEntry(p.pod, &a, results[i], p.deviceInfoFiles[i], opts)
 		if err != nil {
-			return nil, fmt.Errorf("network %s: network-status: %w", a.NetworkKey, err)
-		}
-		for _, o := range omitted {
-			o.Field = fmt.Sprintf("%q", o.Field)
-			e.omitted(p, a.NetworkKey, o)
+			return nil, err
 		}
 		list = append(list, s)
 	}
 	return list, nil
 }
 
-// omitted posts the Warning Event for an optional value of network that
-// network-status leaves out.
-func (e *Engine) omitted(p *plan, network string, o status.Omission) {
-	e.warningEvent(p.pod, kube.ReasonValueIgnored, "network %s: network-status %s left out: %s", network, o.Field, o.Reason)
+// statusEntry is the network-status entry (spec §5) of attachment a with
+// result res, opts completed with the device-info of deviceInfoFile ("" or a
+// missing file: none, device-info spec §5.1.2). An optional value that
+// cannot be published is left out and named in a NetworkValueIgnored
+// Warning Event on pod. Errors: the result cannot be converted.
+func (e *Engine) statusEntry(pod *corev1.Pod, a *netconf.Attachment, res types.Result, deviceInfoFile string, opts status.Options) (status.NetworkStatus, error) {
+	if deviceInfoFile != "" {
+		d, err := devinfo.ReadFileRaw(deviceInfoFile)
+		switch {
+		case err == nil:
+			opts.DeviceInfo = d
+		case !errors.Is(err, fs.ErrNotExist):
+			e.omitted(pod, a.NetworkKey, `"device-info"`, err.Error())
+		}
+	}
+	s, omitted, err := status.FromResultWithOmissions(res, a.NetworkKey, a.IfName, opts)
+	if err != nil {
+		return s, fmt.Errorf("network %s: network-status: %w", a.NetworkKey, err)
+	}
+	for _, o := range omitted {
+		e.omitted(pod, a.NetworkKey, fmt.Sprintf("%q", o.Field), o.Reason)
+	}
+	return s, nil
+}
+
+// omitted posts the Warning Event for an optional value (field, quoted) of
+// network that network-status leaves out.
+func (e *Engine) omitted(pod *corev1.Pod, network, field, reason string) {
+	e.warningEvent(pod, kube.ReasonValueIgnored, "network %s: network-status %s left out: %s", network, field, reason)
 }
 
 // delegateError names the command, network, interface and plugin of a

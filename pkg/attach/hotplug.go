@@ -5,14 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
-	cnitypes "github.com/containernetworking/cni/pkg/types"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
@@ -437,7 +435,7 @@ func (h *hotPlug) attach(ctx context.Context, elems []selection.Element, added [
 	for k, i := range ok {
 		a := v.Attachments[i].Attachment
 		a.IfName = names[k]
-		p, err := h.planOne(a, nameErrs[k])
+		p, el, err := h.planOne(a, nameErrs[k])
 		if err != nil {
 			h.failed = append(h.failed, err)
 			e.warningEvent(h.pod, kube.ReasonHotPlugFailed, "add network %s: %s", a.NetworkKey, cniMsg(err))
@@ -445,7 +443,6 @@ func (h *hotPlug) attach(ctx context.Context, elems []selection.Element, added [
 		}
 		a = p.attachments[0]
 		planned, files = append(planned, a), append(files, p.deviceInfoFiles[0])
-		el, _ := a.Element.MarshalJSON() // planOne encoded it
 		h.rec.Attachments = append(h.rec.Attachments, state.Attachment{
 			Network: a.NetworkKey, IfName: a.IfName, ConfList: a.ConfList.Bytes, CapabilityArgs: a.CapabilityArgs,
 			Phase: state.PhasePlanned, DeviceInfoFile: p.deviceInfoFiles[0], Element: el, HotPlugged: true,
@@ -513,23 +510,24 @@ func (h *hotPlug) checkAdded(v *podnetworks.Verdict, added []int) []int {
 // planOne prepares the attach of a (planned by Check, on its hot-plug
 // interface name, nameErr the name's problem): its plugins must exist, its
 // device-info file is prepared, its network remembered for GC; its element
-// must encode. The returned plan has the one attachment.
-func (h *hotPlug) planOne(a netconf.Attachment, nameErr error) (*plan, error) {
+// must encode (el, state.Attachment.Element). The returned plan has the one
+// attachment.
+func (h *hotPlug) planOne(a netconf.Attachment, nameErr error) (p *plan, el []byte, err error) {
 	if nameErr != nil {
-		return nil, fmt.Errorf("network %s: %w (spec §4.1.2.1.5)", a.NetworkKey, nameErr)
+		return nil, nil, fmt.Errorf("network %s: %w (spec §4.1.2.1.5)", a.NetworkKey, nameErr)
 	}
-	if _, err := a.Element.MarshalJSON(); err != nil {
-		return nil, fmt.Errorf("network %s: encode its network selection element: %w", a.NetworkKey, err)
+	p = &plan{pod: h.pod, attachments: []netconf.Attachment{a}, resources: []string{""}, deviceIDs: []string{""}, deviceInfoFiles: []string{""}, elements: 1}
+	if el, err = p.element(0); err != nil {
+		return nil, nil, err
 	}
-	p := &plan{pod: h.pod, attachments: []netconf.Attachment{a}, resources: []string{""}, deviceIDs: []string{""}, deviceInfoFiles: []string{""}}
 	if err := h.e.findPlugins(h.cniPath, p); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := h.e.prepareDeviceInfoFiles(h.rec.ContainerID, p); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	h.e.rememberNetworks(h.log, p)
-	return p, nil
+	return p, el, nil
 }
 
 // attachOne runs the delegate ADD of planned attachment a, record entry i,
@@ -545,7 +543,7 @@ func (h *hotPlug) attachOne(ctx context.Context, a *netconf.Attachment, i int, d
 	}
 	var st status.NetworkStatus
 	if err == nil && h.list != nil {
-		st, err = h.statusEntry(a, res, deviceInfoFile)
+		st, err = e.statusEntry(h.pod, a, res, deviceInfoFile, status.Options{})
 	}
 	if err != nil {
 		h.failed = append(h.failed, err)
@@ -567,30 +565,6 @@ func (h *hotPlug) attachOne(ctx context.Context, a *netconf.Attachment, i int, d
 	h.res.Added = append(h.res.Added, a.NetworkKey+"@"+a.IfName)
 	e.normalEvent(h.pod, kube.ReasonAddedInterface, "Add %s %v from %s (hot-plug)", a.IfName, st.IPs, a.NetworkKey)
 	return true
-}
-
-// statusEntry is the network-status entry of attachment a with result res
-// (spec §5); an optional value that cannot be published is left out with a
-// NetworkValueIgnored Warning, as at ADD.
-func (h *hotPlug) statusEntry(a *netconf.Attachment, res cnitypes.Result, deviceInfoFile string) (status.NetworkStatus, error) {
-	var opts status.Options
-	if deviceInfoFile != "" {
-		d, err := devinfo.ReadFileRaw(deviceInfoFile)
-		switch {
-		case err == nil:
-			opts.DeviceInfo = d
-		case !errors.Is(err, fs.ErrNotExist):
-			h.e.warningEvent(h.pod, kube.ReasonValueIgnored, "network %s: network-status %s left out: %s", a.NetworkKey, `"device-info"`, err.Error())
-		}
-	}
-	s, omitted, err := status.FromResultWithOmissions(res, a.NetworkKey, a.IfName, opts)
-	if err != nil {
-		return s, fmt.Errorf("network %s: network-status: %w", a.NetworkKey, err)
-	}
-	for _, o := range omitted {
-		h.e.warningEvent(h.pod, kube.ReasonValueIgnored, "network %s: network-status %q left out: %s", a.NetworkKey, o.Field, o.Reason)
-	}
-	return s, nil
 }
 
 // defaultIfName is the interface the runtime named (the default network's).
