@@ -51,6 +51,10 @@ test-unit: packages apiserver ## go test ./... (no e2e), with -race when a C com
 test-e2e: ## cluster-up, go test -tags e2e ./test/e2e/..., cluster-down (even on failure); default network: containerd's conflist
 	hack/e2e.sh
 
+.PHONY: test-hotplug-kills
+test-hotplug-kills: ## hot-plug with multinetd killed: 50 random changes, 3 SIGKILLs (TestHotPlugSurvivesDaemonKills; out of make test while intermittent, docs/hotplug.md)
+	MULTINET_E2E_HOTPLUG_KILLS=1 E2E_FLAGS='-run TestHotPlugSurvivesDaemonKills' hack/e2e.sh
+
 .PHONY: test-e2e-kindnet
 test-e2e-kindnet: ## the e2e suite on a cluster whose default network is kind's kindnet conflist (ptp + host-local /run/cni-ipam-state + portmap)
 	DEFAULT_NETWORK=kindnet hack/e2e.sh

