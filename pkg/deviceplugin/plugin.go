@@ -57,7 +57,6 @@ type Plugin struct {
 	dir    string
 	socket string // full path of our socket
 	env    string // environment variable set by Allocate
-	store  devinfo.Store
 	rpcTO  time.Duration
 
 	mu      sync.Mutex
@@ -65,7 +64,7 @@ type Plugin struct {
 	byID    map[string]pool.Device
 	update  chan struct{} // closed and replaced when devices change
 
-	written map[string]*devinfo.DeviceInfo // device-info files we wrote, by device ID; refresh goroutine only
+	files pool.InfoFiles // device-info files; refresh goroutine only
 }
 
 // New returns a Plugin for p. The socket is
@@ -84,14 +83,13 @@ func New(p pool.Pool, opts Options) (*Plugin, error) {
 		to = 10 * time.Second
 	}
 	return &Plugin{
-		pool:    p,
-		dir:     dir,
-		socket:  filepath.Join(dir, "multinet-"+strings.ReplaceAll(rn, "/", "_")+".sock"),
-		env:     config.EnvName(rn),
-		store:   opts.DevInfo,
-		rpcTO:   to,
-		update:  make(chan struct{}),
-		written: map[string]*devinfo.DeviceInfo{},
+		pool:   p,
+		dir:    dir,
+		socket: filepath.Join(dir, "multinet-"+strings.ReplaceAll(rn, "/", "_")+".sock"),
+		env:    config.EnvName(rn),
+		rpcTO:  to,
+		update: make(chan struct{}),
+		files:  pool.InfoFiles{Store: opts.DevInfo, Resource: rn},
 	}, nil
 }
 
@@ -122,7 +120,7 @@ func (p *Plugin) Run(ctx context.Context) error {
 	}
 
 	p.refresh(ctx)
-	defer p.removeFiles(ctx)
+	defer p.files.RemoveAll(ctx)
 
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -334,7 +332,7 @@ func options() *pluginapi.DevicePluginOptions {
 // Run and the pool's Watch goroutine, never concurrently.
 func (p *Plugin) refresh(ctx context.Context) {
 	devs := p.pool.Devices()
-	p.syncFiles(ctx, devs)
+	p.files.Sync(ctx, devs)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.byID != nil && equalDevices(p.devices, devs) {
@@ -359,45 +357,6 @@ func equalDevices(a, b []pool.Device) bool {
 		}
 	}
 	return true
-}
-
-// syncFiles writes the device plugin device-info file of every device that
-// has device-info (device-info spec §4.1.1), before the device is advertised.
-func (p *Plugin) syncFiles(ctx context.Context, devs []pool.Device) {
-	log := klog.FromContext(ctx)
-	rn := p.ResourceName()
-	keep := map[string]bool{}
-	for _, d := range devs {
-		if d.Info == nil {
-			continue
-		}
-		keep[d.ID] = true
-		if old, ok := p.written[d.ID]; ok && (pool.Device{Info: old}).Equal(pool.Device{Info: d.Info}) {
-			continue
-		}
-		path, err := p.store.WriteDP(rn, d.ID, d.Info)
-		if err != nil {
-			log.Error(err, "Cannot write device-info file", "resource", rn, "device", d.ID)
-			continue
-		}
-		p.written[d.ID] = d.Info
-		log.V(2).Info("Wrote device-info file", "path", path)
-	}
-	for id := range p.written {
-		if !keep[id] {
-			if err := p.store.RemoveDP(rn, id); err != nil {
-				log.Error(err, "Cannot remove device-info file", "resource", rn, "device", id)
-				continue
-			}
-			delete(p.written, id)
-		}
-	}
-}
-
-// removeFiles deletes the device-info files this plugin wrote (device-info
-// spec §4.1.1: on stop).
-func (p *Plugin) removeFiles(ctx context.Context) {
-	p.syncFiles(ctx, nil)
 }
 
 func (p *Plugin) snapshot() ([]pool.Device, map[string]pool.Device, <-chan struct{}) {
