@@ -170,6 +170,12 @@ type Config struct {
 	// that release the addresses of pods and IPAMClaims that are gone; 0
 	// disables them.
 	IPAMReconcileInterval Duration `json:"ipamReconcileInterval,omitempty"`
+	// DisableHotPlug turns hot-plug off (docs/hotplug.md): a change of a
+	// running pod's k8s.v1.cni.cncf.io/networks annotation then changes
+	// nothing on the node (as with Multus without
+	// multus-dynamic-networks-controller); the selection applies when the
+	// pod's sandbox is next created. Default false: hot-plug is on.
+	DisableHotPlug bool `json:"disableHotPlug,omitempty"`
 	// AsyncStatus writes network-status after ADD returns.
 	AsyncStatus bool `json:"asyncStatus,omitempty"`
 	// APIQPS and APIBurst limit the daemon's API client.

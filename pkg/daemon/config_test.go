@@ -91,6 +91,14 @@ func TestLoadConfig(t *testing.T) {
 				}
 			},
 		},
+		{
+			name: "disableHotPlug", file: "c.yaml", content: "disableHotPlug: true\n",
+			check: func(t *testing.T, c Config) {
+				if !c.DisableHotPlug || Defaults().DisableHotPlug {
+					t.Errorf("disableHotPlug %v (default %v), want true (default false)", c.DisableHotPlug, Defaults().DisableHotPlug)
+				}
+			},
+		},
 		{name: "asyncStatus not a bool", file: "c.yaml", content: "asyncStatus: async\n", wantErr: "asyncStatus"},
 		{name: "defaultNetworks not a list", file: "c.yaml", content: "defaultNetworks: kube-system/sidecar\n", wantErr: "defaultNetworks"},
 		{name: "unknown field", file: "c.yaml", content: "nodeName: a\nsocketPth: /x\n", wantErr: `"socketPth"`},

@@ -190,8 +190,8 @@ func Run(ctx context.Context, cfg Config) error {
 	// A running pod whose networks annotation changes is hot-plugged
 	// (hotplug.go); so is every pod of the first list, to converge what
 	// changed while multinetd was down.
-	hotPlug := newHotPlugger(pods, engine)
-	if err := pods.OnChange(hotPlug.changed); err != nil {
+	hotPlug, err := startHotPlug(cfg, pods, engine)
+	if err != nil {
 		return err
 	}
 
@@ -259,7 +259,9 @@ func Run(ctx context.Context, cfg Config) error {
 	hotPlugDone := make(chan struct{})
 	go func() {
 		defer close(hotPlugDone)
-		hotPlug.run(runCtx, hotPlugWorkers, func() bool { return pods.HasSynced() && nadInformer.Informer().HasSynced() })
+		if hotPlug != nil {
+			hotPlug.run(runCtx, hotPlugWorkers, func() bool { return pods.HasSynced() && nadInformer.Informer().HasSynced() })
+		}
 	}()
 
 	reaperDone := make(chan struct{})

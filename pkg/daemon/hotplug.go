@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -62,6 +63,28 @@ func newHotPlugger(pods podSource, engine hotPlugEngine) *hotPlugger {
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](hotPlugBaseDelay, hotPlugMaxDelay),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "multinet-hotplug"}),
 	}
+}
+
+// podEvents is where the hot-plug loop registers its handler (kube.PodCache).
+type podEvents interface {
+	OnChange(func(old, pod *corev1.Pod)) error
+}
+
+// startHotPlug returns the hot-plug loop with its handler registered on
+// pods, or nil when cfg.DisableHotPlug turns hot-plug off (nothing is
+// registered: annotation changes are not watched).
+func startHotPlug(cfg Config, pods interface {
+	podSource
+	podEvents
+}, engine hotPlugEngine) (*hotPlugger, error) {
+	if cfg.DisableHotPlug {
+		return nil, nil
+	}
+	h := newHotPlugger(pods, engine)
+	if err := pods.OnChange(h.changed); err != nil {
+		return nil, fmt.Errorf("hot-plug: watch the node's pods: %w", err)
+	}
+	return h, nil
 }
 
 // changed is the pod informer's handler (old is nil for an added pod): it

@@ -218,3 +218,51 @@ func TestMetricsHotPlug(t *testing.T) {
 		t.Errorf("hotplug_operations_total{result=refused} = %v (exists %v), want 0", v, ok)
 	}
 }
+
+// fakePodEvents is a pod cache that records the handlers registered on it.
+type fakePodEvents struct {
+	fakePodCache
+	handlers []func(old, pod *corev1.Pod)
+}
+
+func (f *fakePodEvents) OnChange(h func(old, pod *corev1.Pod)) error {
+	f.handlers = append(f.handlers, h)
+	return nil
+}
+
+// disableHotPlug: with it, multinetd registers no pod handler and runs no
+// hot-plug loop, so a changed annotation changes nothing; without it, a
+// changed annotation reaches the engine.
+func TestStartHotPlugDisabled(t *testing.T) {
+	for _, disabled := range []bool{false, true} {
+		t.Run(fmt.Sprintf("disableHotPlug=%v", disabled), func(t *testing.T) {
+			pods := &fakePodEvents{fakePodCache: fakePodCache{pods: map[string]*corev1.Pod{}}}
+			eng := &fakeHotPlugEngine{calls: make(chan struct{}, 10)}
+			h, err := startHotPlug(Config{DisableHotPlug: disabled}, pods, eng)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if disabled {
+				if h != nil || len(pods.handlers) != 0 {
+					t.Fatalf("hot-plug disabled: got a loop %v and %d pod handlers, want none", h != nil, len(pods.handlers))
+				}
+				return
+			}
+			if h == nil || len(pods.handlers) != 1 {
+				t.Fatalf("hot-plug enabled: loop %v, %d pod handlers; want a loop and 1 handler", h != nil, len(pods.handlers))
+			}
+			startLoop(t, h)
+			old, now := runningPod("net-a"), runningPod("net-a,net-b")
+			pods.put(now)
+			pods.handlers[0](old, now)
+			select {
+			case <-eng.calls:
+			case <-time.After(10 * time.Second):
+				t.Fatal("a changed annotation did not reach the hot-plug engine")
+			}
+			if got := eng.got(); len(got) != 1 || got[0] != "net-a,net-b" {
+				t.Errorf("hot-plugged %q, want [net-a,net-b]", got)
+			}
+		})
+	}
+}
