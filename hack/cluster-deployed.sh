@@ -162,6 +162,7 @@ apply() {
   # the webhook's pod waits for it.
   wait_until "node $NODE_NAME Ready" 90 "" node_ready
   rollout daemonset/multinet-deviceplugin
+  rollout daemonset/multinet-dra-driver
   rollout deployment/multinet-webhook
   wait_until "the webhook sets caBundle" 60 "" ca_bundle_set
   kc -n "$NS" get pods -o wide

@@ -5,7 +5,7 @@
 # (down); run it directly to pick up changes without a cluster-down.
 #
 #   up               creates the host test devices (veth pairs mnv0..N-1 with
-#                    peers mnv0p..; the vhost-user slot directory), writes the
+#                    peers mnv0p.., mnr0, mnr1 for the DRA driver; the vhost-user slot directory), writes the
 #                    device-plugin config, (re)starts multinet-deviceplugin and
 #                    multinet-webhook as host-process components (PID files in
 #                    PID_DIR, logs in LOG_DIR) and waits until the webhook is
@@ -42,6 +42,9 @@ DEVINFO_ROOT=/var/run/k8s.cni.cncf.io/devinfo # pkg/devinfo.DefaultRoot, shared 
 # operationally up (healthy) wherever it is.
 NETDEV_RESOURCE=${MULTINET_NETDEV_RESOURCE:-multinet.io/netdev}
 NETDEV_COUNT=${MULTINET_NETDEV_COUNT:-4}
+# The DRA driver's netdevs (deploy/overlays/local/dra-driver.yaml): veth pairs
+# mnr0..N-1, apart from the device plugin's.
+DRA_NETDEV_COUNT=2
 VHOST_RESOURCE=${MULTINET_VHOST_RESOURCE:-multinet.io/vhost}
 VHOST_SLOTS=${MULTINET_VHOST_SLOTS:-4}
 VHOST_CONTAINER_PATH=/var/run/vhost-user
@@ -60,6 +63,13 @@ netdev_names() {
   for ((i = 0; i < NETDEV_COUNT; i++)); do echo "mnv$i"; done
 }
 
+# all_netdev_names: the device plugin's and the DRA driver's.
+all_netdev_names() {
+  local i
+  netdev_names
+  for ((i = 0; i < DRA_NETDEV_COUNT; i++)); do echo "mnr$i"; done
+}
+
 # ---- devices -------------------------------------------------------------------
 
 # make_devices creates the missing veth pairs (both ends up) and the vhost
@@ -67,7 +77,7 @@ netdev_names() {
 # pod (multinet-netdev moved it): left alone, it comes back on the pod's DEL.
 make_devices() {
   local n
-  for n in $(netdev_names); do
+  for n in $(all_netdev_names); do
     if ! ip link show "$n" >/dev/null 2>&1 && ! ip link show "${n}p" >/dev/null 2>&1; then
       ip link add "$n" type veth peer name "${n}p"
     fi
@@ -79,7 +89,7 @@ make_devices() {
 
 remove_devices() {
   local n
-  for n in $(netdev_names); do
+  for n in $(all_netdev_names); do
     # Deleting either end of a veth pair deletes both.
     ip link delete "$n" 2>/dev/null || ip link delete "${n}p" 2>/dev/null || true
   done

@@ -1,0 +1,322 @@
+package dra
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"k8s.io/klog/v2"
+
+	"github.com/multinet/multinet/pkg/deviceplugin/config"
+	"github.com/multinet/multinet/pkg/deviceplugin/pool"
+	"github.com/multinet/multinet/pkg/devinfo"
+)
+
+// Options configure a Driver.
+type Options struct {
+	// DriverName is the DRA driver name (a DNS subdomain); DefaultDriverName
+	// when empty. DeviceClasses select the driver's devices by it.
+	DriverName string
+	// NodeName is the node the driver runs on. Required.
+	NodeName string
+	// Client reaches the API server (ResourceClaims, ResourceSlices). Required.
+	Client kubernetes.Interface
+	// DevInfo is where the device-info files are written (device-info spec
+	// §4.1), as the device plugin writes them.
+	DevInfo devinfo.Store
+	// KubeletDir is the kubelet's root directory, /var/lib/kubelet when
+	// empty: the registration socket goes to <KubeletDir>/plugins_registry,
+	// the DRA socket to <KubeletDir>/plugins/<DriverName>. The kubelet dials
+	// the path the driver reports, so a containerised driver mounts them at
+	// their host paths.
+	KubeletDir string
+	// CDIDir is where CDI specs for devices with mounts or device nodes are
+	// written, /var/run/cdi when empty; the container runtime must read it.
+	CDIDir string
+	// HealthResend is how often the health report is sent again without a
+	// change (the kubelet forgets a device's health after 30 s); 20 s when 0.
+	HealthResend time.Duration
+}
+
+// Driver serves pools through DRA. Create it with New and run it with Run.
+type Driver struct {
+	opts  Options
+	pools []*servedPool
+	byDRA map[string]*servedPool // by DRA pool name
+
+	helper *kubeletplugin.Helper
+	fatal  context.CancelCauseFunc
+
+	mu       sync.Mutex
+	names    map[string]map[string]pool.Device // DRA pool → device name → device, as last published
+	prepared map[types.UID][]preparedDevice    // claims prepared, by UID
+	owner    map[string]types.UID              // "<pool>/<device>" → claim that holds it
+	changed  chan struct{}                     // closed and replaced after each publish
+}
+
+type preparedDevice struct {
+	pool, device string
+}
+
+// New returns a Driver for cfg's pools, discovered with env.
+func New(cfg *config.Config, env pool.Env, opts Options) (*Driver, error) {
+	if opts.NodeName == "" {
+		return nil, errors.New("dra: Options.NodeName is required")
+	}
+	if opts.Client == nil {
+		return nil, errors.New("dra: Options.Client is required")
+	}
+	if opts.DriverName == "" {
+		opts.DriverName = DefaultDriverName
+	}
+	if opts.KubeletDir == "" {
+		opts.KubeletDir = "/var/lib/kubelet"
+	}
+	if opts.CDIDir == "" {
+		opts.CDIDir = kubeletplugin.DefaultCDIDir
+	}
+	if opts.HealthResend <= 0 {
+		opts.HealthResend = 20 * time.Second
+	}
+	d := &Driver{opts: opts, byDRA: map[string]*servedPool{}, names: map[string]map[string]pool.Device{},
+		prepared: map[types.UID][]preparedDevice{}, owner: map[string]types.UID{}, changed: make(chan struct{})}
+	for i, pc := range cfg.Pools {
+		p, err := pool.New(pc, env)
+		if err != nil {
+			return nil, fmt.Errorf("pools[%d] (%s): %w", i, pc.ResourceName, err)
+		}
+		sp := &servedPool{pool: p, kind: pc.Kind(), name: PoolName(opts.NodeName, pc.ResourceName),
+			files: pool.InfoFiles{Store: opts.DevInfo, Resource: pc.ResourceName}, tainted: map[string]time.Time{}}
+		if _, _, err := sp.devices(time.Now()); err != nil {
+			return nil, fmt.Errorf("pools[%d]: %w", i, err)
+		}
+		d.pools = append(d.pools, sp)
+		d.byDRA[sp.name] = sp
+	}
+	return d, nil
+}
+
+// Run writes the device-info files, registers with the kubelet, publishes
+// the ResourceSlices and keeps them (and the device-info files and the
+// health reported to the kubelet) in line with the pools until ctx is done.
+// On return the driver is unregistered and its device-info files are
+// removed; the slices stay (the kubelet removes a node's slices when it is
+// not restarted within a grace period, or the next Run replaces them).
+// Errors: the driver cannot start, or a fatal background error.
+func (d *Driver) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	d.fatal = cancel
+	for _, p := range d.pools {
+		p.files.Sync(ctx, p.pool.Devices())
+	}
+	defer func() {
+		for _, p := range d.pools {
+			p.files.RemoveAll(ctx)
+		}
+	}()
+	registry := filepath.Join(d.opts.KubeletDir, "plugins_registry")
+	data := filepath.Join(d.opts.KubeletDir, "plugins", d.opts.DriverName)
+	for _, dir := range []string{registry, data} {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return fmt.Errorf("dra driver %s: %w", d.opts.DriverName, err)
+		}
+	}
+	helper, err := kubeletplugin.Start(ctx, d,
+		kubeletplugin.KubeClient(d.opts.Client),
+		kubeletplugin.NodeName(d.opts.NodeName),
+		kubeletplugin.DriverName(d.opts.DriverName),
+		kubeletplugin.RegistrarDirectoryPath(registry),
+		kubeletplugin.PluginDataDirectoryPath(data),
+	)
+	if err != nil {
+		return fmt.Errorf("dra driver %s: start kubelet plugin: %w", d.opts.DriverName, err)
+	}
+	d.helper = helper
+	defer helper.Stop()
+	if err := d.publish(ctx); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	for _, p := range d.pools {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := p.pool.Watch(ctx, func() {
+				p.files.Sync(ctx, p.pool.Devices())
+				if err := d.publish(ctx); err != nil {
+					cancel(err)
+				}
+			})
+			if err != nil {
+				cancel(fmt.Errorf("pool %s: %w", p.pool.ResourceName(), err))
+			}
+		}()
+	}
+	<-ctx.Done()
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// publish hands the current devices of every pool to the ResourceSlice
+// controller and wakes the health reporters.
+func (d *Driver) publish(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	res := resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{}}
+	now := time.Now()
+	for _, p := range d.pools {
+		devs, byName, err := p.devices(now)
+		if err != nil {
+			return err
+		}
+		d.names[p.name] = byName
+		res.Pools[p.name] = resourceslice.Pool{Slices: slices(devs)}
+	}
+	if err := d.helper.PublishResources(ctx, res); err != nil {
+		return fmt.Errorf("dra driver %s: publish ResourceSlices: %w", d.opts.DriverName, err)
+	}
+	close(d.changed)
+	d.changed = make(chan struct{})
+	return nil
+}
+
+// HandleError implements kubeletplugin.DRAPlugin: background errors are
+// logged; a fatal one stops Run.
+func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
+	utilruntime.HandleErrorWithContext(ctx, err, msg)
+	if !errors.Is(err, kubeletplugin.ErrRecoverable) && d.fatal != nil {
+		d.fatal(fmt.Errorf("%s: %w", msg, err))
+	}
+}
+
+// WatchHealthStatus implements kubeletplugin.DRAPlugin: a report of every
+// device at once, then after each change and every HealthResend.
+func (d *Driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
+	t := time.NewTicker(d.opts.HealthResend)
+	defer t.Stop()
+	for {
+		report, changed := d.healthReport()
+		select {
+		case <-ctx.Done():
+			return nil
+		case reports <- report:
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		case <-t.C:
+		}
+	}
+}
+
+func (d *Driver) healthReport() (kubeletplugin.DeviceHealthReport, <-chan struct{}) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var r kubeletplugin.DeviceHealthReport
+	now := time.Now()
+	for _, p := range d.pools {
+		for name, dev := range d.names[p.name] {
+			h := kubeletplugin.HealthStatusHealthy
+			if !dev.Healthy {
+				h = kubeletplugin.HealthStatusUnhealthy
+			}
+			r.Devices = append(r.Devices, kubeletplugin.DeviceHealth{PoolName: p.name, DeviceName: name, Health: h,
+				LastUpdated: now, HealthCheckTimeout: 2 * d.opts.HealthResend})
+		}
+	}
+	return r, d.changed
+}
+
+// PrepareResourceClaims implements kubeletplugin.DRAPlugin: each device of
+// this driver in a claim's allocation must be one this node publishes and
+// not held by another claim; devices with mounts or device nodes (socket
+// slots, vfio) get a CDI spec.
+func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	for _, c := range claims {
+		devs, err := d.prepare(c)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Cannot prepare ResourceClaim", "claim", klog.KObj(c))
+			out[c.UID] = kubeletplugin.PrepareResult{Err: fmt.Errorf("ResourceClaim %s/%s: %w", c.Namespace, c.Name, err)}
+			continue
+		}
+		out[c.UID] = kubeletplugin.PrepareResult{Devices: devs}
+	}
+	return out, nil
+}
+
+func (d *Driver) prepare(c *resourceapi.ResourceClaim) ([]kubeletplugin.Device, error) {
+	if c.Status.Allocation == nil {
+		return nil, errors.New("not allocated")
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var (
+		out  []kubeletplugin.Device
+		held []preparedDevice
+		cdi  []cdiDevice
+	)
+	for _, r := range c.Status.Allocation.Devices.Results {
+		if r.Driver != d.opts.DriverName {
+			continue
+		}
+		dev, ok := d.names[r.Pool][r.Device]
+		if !ok {
+			return nil, fmt.Errorf("device %s/%s is not published by driver %s on node %s", r.Pool, r.Device, d.opts.DriverName, d.opts.NodeName)
+		}
+		key := r.Pool + "/" + r.Device
+		if other, busy := d.owner[key]; busy && other != c.UID {
+			return nil, fmt.Errorf("device %s (%s) is prepared for another ResourceClaim (uid %s)", key, dev.ID, other)
+		}
+		kd := kubeletplugin.Device{Requests: []string{r.Request}, PoolName: r.Pool, DeviceName: r.Device}
+		if len(dev.Mounts) > 0 || len(dev.DeviceNodes) > 0 {
+			cd := cdiDevice{name: string(c.UID) + "-" + r.Device, dev: dev}
+			cdi = append(cdi, cd)
+			kd.CDIDeviceIDs = []string{cdiKind + "=" + cd.name}
+		}
+		out = append(out, kd)
+		held = append(held, preparedDevice{pool: r.Pool, device: r.Device})
+	}
+	if err := writeCDISpec(d.opts.CDIDir, d.opts.DriverName, c.UID, cdi); err != nil {
+		return nil, err
+	}
+	for _, h := range held {
+		d.owner[h.pool+"/"+h.device] = c.UID
+	}
+	d.prepared[c.UID] = held
+	return out, nil
+}
+
+// UnprepareResourceClaims implements kubeletplugin.DRAPlugin: the claim's
+// devices are free again and its CDI spec is removed. Unknown claims are
+// not an error (the call is idempotent).
+func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	out := make(map[types.UID]error, len(claims))
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, c := range claims {
+		for _, h := range d.prepared[c.UID] {
+			if d.owner[h.pool+"/"+h.device] == c.UID {
+				delete(d.owner, h.pool+"/"+h.device)
+			}
+		}
+		delete(d.prepared, c.UID)
+		out[c.UID] = removeCDISpec(d.opts.CDIDir, d.opts.DriverName, c.UID)
+	}
+	return out, nil
+}

@@ -1,0 +1,335 @@
+package dra
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"sigs.k8s.io/yaml"
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/multinet/multinet/internal/apiservertest"
+	"github.com/multinet/multinet/pkg/deviceplugin/config"
+	"github.com/multinet/multinet/pkg/deviceplugin/pool"
+	"github.com/multinet/multinet/pkg/devinfo"
+)
+
+func TestMain(m *testing.M) { os.Exit(apiservertest.Main(m)) }
+
+// driverIdentity applies deploy/base/dra-driver-rbac.yaml and returns the
+// config of the driver's ServiceAccount: the driver runs with exactly the
+// privileges the install gives it.
+func driverIdentity(t *testing.T, srv *apiservertest.Server) *rest.Config {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	data, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "deploy", "base", "dra-driver-rbac.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := kubernetes.NewForConfigOrDie(srv.Config())
+	ctx := context.Background()
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		var kind struct{ Kind string }
+		if err := yaml.Unmarshal([]byte(doc), &kind); err != nil {
+			t.Fatal(err)
+		}
+		switch kind.Kind {
+		case "ClusterRole":
+			var r rbacv1.ClusterRole
+			if err := yaml.UnmarshalStrict([]byte(doc), &r); err != nil {
+				t.Fatal(err)
+			}
+			_ = kc.RbacV1().ClusterRoles().Delete(ctx, r.Name, metav1.DeleteOptions{})
+			if _, err := kc.RbacV1().ClusterRoles().Create(ctx, &r, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		case "ClusterRoleBinding":
+			var b rbacv1.ClusterRoleBinding
+			if err := yaml.UnmarshalStrict([]byte(doc), &b); err != nil {
+				t.Fatal(err)
+			}
+			_ = kc.RbacV1().ClusterRoleBindings().Delete(ctx, b.Name, metav1.DeleteOptions{})
+			if _, err := kc.RbacV1().ClusterRoleBindings().Create(ctx, &b, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return srv.ConfigAs("system:serviceaccount:multinet-system:multinet-dra-driver",
+		"system:serviceaccounts", "system:serviceaccounts:multinet-system", "system:authenticated")
+}
+
+type running struct {
+	d       *Driver
+	admin   kubernetes.Interface
+	node    string
+	slotDir string
+	store   devinfo.Store
+	cdiDir  string
+	cancel  context.CancelFunc
+	done    chan error
+}
+
+// startDriver runs a driver for node with a vhost-user pool of two slots, as
+// the driver's ServiceAccount.
+func startDriver(t *testing.T, node string) *running {
+	t.Helper()
+	srv := apiservertest.Shared(t)
+	admin := kubernetes.NewForConfigOrDie(srv.Config())
+	ctx := context.Background()
+	if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{}) })
+	dir := t.TempDir()
+	r := &running{admin: admin, node: node, slotDir: filepath.Join(dir, "vhost"),
+		store: devinfo.Store{Root: filepath.Join(dir, "devinfo")}, cdiDir: filepath.Join(dir, "cdi"), done: make(chan error, 1)}
+	cfg := &config.Config{Pools: []config.Pool{{ResourceName: "example.com/vhost",
+		VhostUser: &config.VhostUserSlots{Dir: r.slotDir, Slots: 2, Mode: "client", SocketName: "vhost.sock", ContainerPath: "/var/run/vhu"}}}}
+	d, err := New(cfg, pool.Env{}, Options{NodeName: node, Client: kubernetes.NewForConfigOrDie(driverIdentity(t, srv)),
+		DevInfo: r.store, KubeletDir: filepath.Join(dir, "kubelet"), CDIDir: r.cdiDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.d = d
+	runCtx, cancel := context.WithCancel(ctx)
+	r.cancel = cancel
+	go func() { r.done <- d.Run(runCtx) }()
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *running) stop() {
+	if r.cancel == nil {
+		return
+	}
+	r.cancel()
+	r.cancel = nil
+	<-r.done
+}
+
+// slices lists the node's slices of the driver.
+func (r *running) slices(t *testing.T) []resourceapi.ResourceSlice {
+	t.Helper()
+	l, err := r.admin.ResourceV1().ResourceSlices().List(context.Background(), metav1.ListOptions{
+		FieldSelector: "spec.driver=" + DefaultDriverName + ",spec.nodeName=" + r.node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Items
+}
+
+// waitSlice waits until the node has exactly one slice of the driver and ok
+// holds for it.
+func (r *running) waitSlice(t *testing.T, what string, ok func(s *resourceapi.ResourceSlice) bool) *resourceapi.ResourceSlice {
+	t.Helper()
+	var got *resourceapi.ResourceSlice
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		select {
+		case err := <-r.done:
+			r.cancel = nil
+			t.Fatalf("driver stopped: %v", err)
+		default:
+		}
+		s := r.slices(t)
+		if len(s) != 1 || !ok(&s[0]) {
+			return false, nil
+		}
+		got = &s[0]
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v; slices now: %+v", what, err, r.slices(t))
+	}
+	return got
+}
+
+func tainted(s *resourceapi.ResourceSlice, device string) bool {
+	for _, d := range s.Spec.Devices {
+		if d.Name == device {
+			for _, tt := range d.Taints {
+				if tt.Key == UnhealthyTaintKey && tt.Effect == resourceapi.DeviceTaintEffectNoSchedule {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// TestPublishSlices: the node's devices are published in a ResourceSlice of
+// the driver, owned by the Node, in pool "<node>/<resourceName>", each with
+// the k8s.cni.cncf.io/resourceName and deviceID attributes; device-info files
+// are written as the device plugin writes them; a device that turns
+// unhealthy gets the NoSchedule taint and loses it when healthy again; on
+// stop the device-info files are removed.
+func TestPublishSlices(t *testing.T) {
+	r := startDriver(t, "dra-node-a")
+	s := r.waitSlice(t, "the slice", func(s *resourceapi.ResourceSlice) bool { return len(s.Spec.Devices) == 2 })
+	if s.Spec.Pool.Name != "dra-node-a/example.com/vhost" {
+		t.Errorf("pool = %q", s.Spec.Pool.Name)
+	}
+	if s.Spec.NodeName == nil || *s.Spec.NodeName != "dra-node-a" {
+		t.Errorf("nodeName = %v", s.Spec.NodeName)
+	}
+	if len(s.OwnerReferences) != 1 || s.OwnerReferences[0].Kind != "Node" || s.OwnerReferences[0].Name != "dra-node-a" {
+		t.Errorf("ownerReferences = %+v, want the Node", s.OwnerReferences)
+	}
+	for i, d := range s.Spec.Devices {
+		id := []string{"slot0", "slot1"}[i]
+		if d.Name != id {
+			t.Errorf("device %d name = %q, want %q", i, d.Name, id)
+		}
+		attr := func(k resourceapi.QualifiedName) string {
+			if v, ok := d.Attributes[k]; ok && v.StringValue != nil {
+				return *v.StringValue
+			}
+			return "<none>"
+		}
+		if got := attr(AttrResourceName); got != "example.com/vhost" {
+			t.Errorf("%s %s = %q", d.Name, AttrResourceName, got)
+		}
+		if got := attr(AttrDeviceID); got != id {
+			t.Errorf("%s %s = %q", d.Name, AttrDeviceID, got)
+		}
+		if got := attr(AttrKind); got != "vhostUser" {
+			t.Errorf("%s %s = %q", d.Name, AttrKind, got)
+		}
+		if len(d.Taints) != 0 {
+			t.Errorf("%s taints = %+v, want none (healthy)", d.Name, d.Taints)
+		}
+		if _, err := r.store.ReadDP("example.com/vhost", id); err != nil {
+			t.Errorf("device-info file of %s: %v", id, err)
+		}
+	}
+
+	if err := os.Remove(filepath.Join(r.slotDir, "slot0")); err != nil {
+		t.Fatal(err)
+	}
+	r.waitSlice(t, "slot0 tainted", func(s *resourceapi.ResourceSlice) bool { return tainted(s, "slot0") && !tainted(s, "slot1") })
+	report := firstReport(t, r.d)
+	health := map[string]kubeletplugin.HealthStatus{}
+	for _, h := range report.Devices {
+		health[h.PoolName+"/"+h.DeviceName] = h.Health
+	}
+	if health["dra-node-a/example.com/vhost/slot0"] != kubeletplugin.HealthStatusUnhealthy || health["dra-node-a/example.com/vhost/slot1"] != kubeletplugin.HealthStatusHealthy {
+		t.Errorf("health report = %v, want slot0 Unhealthy, slot1 Healthy", health)
+	}
+	if err := os.Mkdir(filepath.Join(r.slotDir, "slot0"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r.waitSlice(t, "slot0 untainted", func(s *resourceapi.ResourceSlice) bool { return !tainted(s, "slot0") && len(s.Spec.Devices) == 2 })
+
+	r.stop()
+	if _, err := r.store.ReadDP("example.com/vhost", "slot0"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("device-info file after stop: %v, want it removed", err)
+	}
+}
+
+func firstReport(t *testing.T, d *Driver) kubeletplugin.DeviceHealthReport {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ch := make(chan kubeletplugin.DeviceHealthReport, 1)
+	go func() { _ = d.WatchHealthStatus(ctx, ch) }()
+	select {
+	case r := <-ch:
+		return r
+	case <-ctx.Done():
+		t.Fatal("no health report")
+	}
+	return kubeletplugin.DeviceHealthReport{}
+}
+
+func claim(uid, device string) *resourceapi.ResourceClaim {
+	return &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "c-" + uid, UID: types.UID(uid)},
+		Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{
+			Results: []resourceapi.DeviceRequestAllocationResult{
+				{Request: "net", Driver: DefaultDriverName, Pool: "dra-node-b/example.com/vhost", Device: device},
+				{Request: "other", Driver: "other.example.com", Pool: "p", Device: "d"},
+			}}}},
+	}
+}
+
+// TestPrepareUnprepare: a claim's device of this driver is prepared with a
+// CDI spec carrying its slot mount (devices of other drivers are not ours);
+// a second claim for a held device, and a device the node does not publish,
+// fail; unprepare frees the device and removes the spec, and is idempotent.
+func TestPrepareUnprepare(t *testing.T) {
+	r := startDriver(t, "dra-node-b")
+	r.waitSlice(t, "the slice", func(s *resourceapi.ResourceSlice) bool { return len(s.Spec.Devices) == 2 })
+	ctx := context.Background()
+	res, err := r.d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{claim("u1", "slot1"), claim("u2", "slot1"), claim("u3", "slot9")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res["u1"].Err != nil {
+		t.Fatalf("u1: %v", res["u1"].Err)
+	}
+	devs := res["u1"].Devices
+	if len(devs) != 1 || devs[0].DeviceName != "slot1" || devs[0].PoolName != "dra-node-b/example.com/vhost" ||
+		len(devs[0].Requests) != 1 || devs[0].Requests[0] != "net" || len(devs[0].CDIDeviceIDs) != 1 || devs[0].CDIDeviceIDs[0] != "multinet.io/net=u1-slot1" {
+		t.Errorf("u1 devices = %+v", devs)
+	}
+	if res["u2"].Err == nil || !strings.Contains(res["u2"].Err.Error(), "prepared for another ResourceClaim") {
+		t.Errorf("u2 (the same device) = %v, want held by u1", res["u2"].Err)
+	}
+	if res["u3"].Err == nil || !strings.Contains(res["u3"].Err.Error(), "not published") {
+		t.Errorf("u3 (unknown device) = %v", res["u3"].Err)
+	}
+	data, err := os.ReadFile(filepath.Join(r.cdiDir, DefaultDriverName+"-u1.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec cdispec.Spec
+	if err := json.Unmarshal(data, &spec); err != nil {
+		t.Fatal(err)
+	}
+	if spec.Kind != cdiKind || len(spec.Devices) != 1 || spec.Devices[0].Name != "u1-slot1" || len(spec.Devices[0].ContainerEdits.Mounts) != 1 ||
+		spec.Devices[0].ContainerEdits.Mounts[0].HostPath != filepath.Join(r.slotDir, "slot1") || spec.Devices[0].ContainerEdits.Mounts[0].ContainerPath != "/var/run/vhu/slot1" {
+		t.Errorf("CDI spec = %s", data)
+	}
+
+	for range 2 { // idempotent
+		ures, err := r.d.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{{UID: "u1"}})
+		if err != nil || ures["u1"] != nil {
+			t.Fatalf("unprepare u1: %v %v", err, ures["u1"])
+		}
+	}
+	if _, err := os.Stat(filepath.Join(r.cdiDir, DefaultDriverName+"-u1.json")); !os.IsNotExist(err) {
+		t.Errorf("CDI spec after unprepare: %v", err)
+	}
+	res, err = r.d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{claim("u2", "slot1")})
+	if err != nil || res["u2"].Err != nil {
+		t.Errorf("u2 after u1 was unprepared: %v %v", err, res["u2"].Err)
+	}
+}
+
+func TestDeviceName(t *testing.T) {
+	for id, want := range map[string]string{"eth1": "eth1", "0000:3b:02.0": "0000-3b-02-0", "ENS1F0": "ens1f0", "slot3": "slot3", "eth_1": "eth-1"} {
+		if got, err := DeviceName(id); err != nil || got != want {
+			t.Errorf("DeviceName(%q) = %q, %v; want %q", id, got, err, want)
+		}
+	}
+	for _, id := range []string{"", "-x", "x_", strings.Repeat("a", 64)} {
+		if got, err := DeviceName(id); err == nil {
+			t.Errorf("DeviceName(%q) = %q, want an error", id, got)
+		}
+	}
+}
