@@ -145,10 +145,20 @@ type Attachment struct {
 	NAD *nadv1.NetworkAttachmentDefinition
 	// Resource is the NAD's device resource name, "" when none.
 	Resource string
-	// Device is the attachment's ordinal among the attachments of Resource
-	// (1 for the first), the device of the pod's allocation it gets; 0 when
-	// Resource is "".
+	// Device is the attachment's ordinal among the device-plugin
+	// attachments of Resource (1 for the first), the device of the pod's
+	// allocation it gets; 0 when Resource is "" or the device comes through
+	// DRA (ClaimTemplate).
 	Device int64
+	// ClaimTemplate is the ResourceClaimTemplate the NAD names
+	// (ResourceClaimTemplateAnnotation): the device comes through DRA, from
+	// the pod's resource claim Claim. "" for device-plugin and device-less
+	// networks.
+	ClaimTemplate string
+	// Claim is the name of the pod's resource claim (spec.resourceClaims)
+	// that holds the attachment's device: ClaimNamePrefix + its ordinal
+	// among the pod's DRA attachments. "" when ClaimTemplate is.
+	Claim string
 	// Config says where the config list comes from; "" when there is none
 	// (the NAD is missing, forbidden or unusable).
 	Config ConfigSource
@@ -264,6 +274,8 @@ type nadResult struct {
 	list     *libcni.NetworkConfigList
 	source   ConfigSource
 	resource string
+	// claimTemplate is the NAD's ResourceClaimTemplate, "" when none.
+	claimTemplate string
 	// problem makes every attachment to the NAD fail; section is its spec
 	// section ("" when none applies).
 	problem, section string
@@ -428,7 +440,7 @@ func (c *checker) planOverride(el selection.Element) error {
 		return err
 	}
 	a := &Attachment{Attachment: netconf.Attachment{Index: -1, NetworkKey: el.Key(), IfName: c.opts.DefaultIfName, Element: el},
-		NAD: r.nad, Resource: r.resource, Config: r.source}
+		NAD: r.nad, Resource: r.resource, Config: r.source, ClaimTemplate: r.claimTemplate}
 	c.v.DefaultNetwork = a
 	switch {
 	case r.problem != "":
@@ -477,7 +489,7 @@ func (c *checker) planElements(allowed []bool, reserved map[string]string) error
 			}
 		}
 		if r != nil {
-			a.NAD, a.Resource, a.Config = r.nad, r.resource, r.source
+			a.NAD, a.Resource, a.Config, a.ClaimTemplate = r.nad, r.resource, r.source, r.claimTemplate
 			switch {
 			case r.problem != "":
 				c.elementProblem(ann, i, el, "", "", r.problem, r.section)
@@ -511,11 +523,18 @@ func (c *checker) plan(annotation string, index int, a *Attachment, list *libcni
 	a.Attachment, a.Planned = planned, true
 }
 
-// numberDevices sets Device: the n-th attachment of a resource (the
-// override first) gets device n.
+// numberDevices sets Device: the n-th device-plugin attachment of a
+// resource (the override first) gets device n; and Claim: the n-th DRA
+// attachment gets the pod's claim ClaimNamePrefix + n.
 func (c *checker) numberDevices() {
 	used := map[string]int64{}
+	claims := 0
 	number := func(a *Attachment) {
+		if a.ClaimTemplate != "" {
+			claims++
+			a.Claim = fmt.Sprintf("%s%d", ClaimNamePrefix, claims)
+			return
+		}
 		if a.Resource != "" {
 			used[a.Resource]++
 			a.Device = used[a.Resource]
@@ -567,6 +586,10 @@ func (c *checker) resolve(r *nadResult, namespace, name string) {
 		return
 	}
 	r.resource = rn
+	if r.claimTemplate, err = ClaimTemplate(r.nad, rn); err != nil {
+		r.problem = fmt.Sprintf("NetworkAttachmentDefinition %s: %v", key, err)
+		return
+	}
 	config := r.nad.Spec.Config
 	switch {
 	case c.opts.Configs != nil:

@@ -9,8 +9,9 @@ import (
 	"github.com/multinet/multinet/pkg/selection"
 )
 
-// Demand is what a verdict's attachments need of device resources: the
-// override and the pod's networks (DefaultNetworks never have devices).
+// Demand is what a verdict's attachments need of device-plugin resources:
+// the override and the pod's networks (DefaultNetworks never have devices;
+// DRA networks get theirs from resource claims, Verdict.Claims).
 type Demand struct {
 	// Counts[resource] is the number of attachments to NADs with that
 	// resource (the same NAD selected twice counts twice).
@@ -25,7 +26,7 @@ type Demand struct {
 func (v *Verdict) Demand() Demand {
 	d := Demand{Counts: map[string]int64{}}
 	add := func(a *Attachment) {
-		if a.Resource == "" {
+		if a.Resource == "" || a.ClaimTemplate != "" {
 			return
 		}
 		if d.Counts[a.Resource] == 0 {
@@ -85,10 +86,23 @@ func SaturatingAdd(a, b int64) int64 {
 // and multinetd gives the n-th attachment of a resource the n-th device, so
 // that attachment would fail. The webhook adds the requests of the networks
 // a pod selects at creation; a pod's resources cannot change afterwards.
+// Likewise for a DRA attachment (ClaimTemplate) whose resource claim the
+// pod lacks (Verdict.Claims).
 func (v *Verdict) DeviceProblems(pod *corev1.Pod) []Problem {
 	have := map[string]int64{}
 	var out []Problem
+	claims := map[string]*corev1.PodResourceClaim{}
+	for i := range pod.Spec.ResourceClaims {
+		claims[pod.Spec.ResourceClaims[i].Name] = &pod.Spec.ResourceClaims[i]
+	}
 	check := func(annotation string, index int, a *Attachment) {
+		if a.ClaimTemplate != "" {
+			if reason := claimProblem(a, claims[a.Claim]); reason != "" {
+				out = append(out, Problem{Annotation: annotation, Field: AnnotationField(annotation), Index: index,
+					Err: elementError(annotation, index, a.Element, "", "", reason, "")})
+			}
+			return
+		}
 		if a.Resource == "" {
 			return
 		}
@@ -110,4 +124,45 @@ func (v *Verdict) DeviceProblems(pod *corev1.Pod) []Problem {
 		check(selection.NetworksAnnotation, i, &v.Attachments[i])
 	}
 	return out
+}
+
+// Claim is a pod resource claim (spec.resourceClaims[]) a DRA network needs.
+type Claim struct {
+	// Name is the pod's claim name, Attachment.Claim.
+	Name string
+	// Template is the ResourceClaimTemplate, Attachment.ClaimTemplate.
+	Template string
+}
+
+// Claims lists the resource claims v's DRA attachments need (the override
+// first, then the networks annotation's), in claim-name order.
+func (v *Verdict) Claims() []Claim {
+	var out []Claim
+	add := func(a *Attachment) {
+		if a.ClaimTemplate != "" {
+			out = append(out, Claim{Name: a.Claim, Template: a.ClaimTemplate})
+		}
+	}
+	if v.DefaultNetwork != nil {
+		add(v.DefaultNetwork)
+	}
+	for i := range v.Attachments {
+		add(&v.Attachments[i])
+	}
+	return out
+}
+
+// claimProblem says why the pod claim have cannot hold the device of DRA
+// attachment a, "" when it can: it must exist and come from a's template.
+func claimProblem(a *Attachment, have *corev1.PodResourceClaim) string {
+	const fixed = "the webhook adds it when the pod is created; a pod's resource claims cannot change afterwards"
+	switch {
+	case have == nil:
+		return fmt.Sprintf("needs its device from the pod's resource claim %q (ResourceClaimTemplate %q, %s), which the pod does not have (%s)",
+			a.Claim, a.ClaimTemplate, AnnotationField(ResourceClaimTemplateAnnotation), fixed)
+	case have.ResourceClaimTemplateName == nil || *have.ResourceClaimTemplateName != a.ClaimTemplate:
+		return fmt.Sprintf("needs its device from the pod's resource claim %q made from ResourceClaimTemplate %q, but the pod's claim of that name is not made from it (the name is reserved for multinet's DRA networks; %s)",
+			a.Claim, a.ClaimTemplate, fixed)
+	}
+	return ""
 }

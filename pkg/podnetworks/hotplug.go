@@ -112,7 +112,10 @@ func (v *Verdict) HotPlugAddProblems(i int) []Problem {
 	}
 	el := v.Elements[i]
 	var out []Problem
-	if i < len(v.Attachments) && v.Attachments[i].Resource != "" {
+	if i < len(v.Attachments) && v.Attachments[i].ClaimTemplate != "" {
+		out = append(out, Problem{Annotation: ann, Field: AnnotationField(ann), Index: i,
+			Err: elementError(ann, i, el, "", "", fmt.Sprintf("cannot be hot-plugged into a pod that exists: NetworkAttachmentDefinition %s gets its device through DRA from ResourceClaimTemplate %q, and a pod's resource claims are fixed when it is created (re-create the pod to add it)", el.Key(), v.Attachments[i].ClaimTemplate), "")})
+	} else if i < len(v.Attachments) && v.Attachments[i].Resource != "" {
 		out = append(out, Problem{Annotation: ann, Field: AnnotationField(ann), Index: i,
 			Err: elementError(ann, i, el, "", "", fmt.Sprintf("cannot be hot-plugged into a pod that exists: NetworkAttachmentDefinition %s needs a device of resource %q, and a pod's devices are allocated from the requests it was created with (re-create the pod to add it)", el.Key(), v.Attachments[i].Resource), "")})
 	}

@@ -12,6 +12,41 @@ import (
 	"github.com/multinet/multinet/pkg/netconf"
 )
 
+// ResourceClaimTemplateAnnotation is the NetworkAttachmentDefinition
+// annotation naming the ResourceClaimTemplate (in the pod's namespace) from
+// which a pod selecting the network gets its device through Dynamic
+// Resource Allocation instead of a device plugin (docs/dra.md,
+// docs/decisions/dra.md). A NAD with it must also name the device's
+// resource (k8s.v1.cni.cncf.io/resourceName), the value of the allocated
+// device's k8s.cni.cncf.io/resourceName attribute.
+const ResourceClaimTemplateAnnotation = "multinet.io/resource-claim-template"
+
+// ClaimNamePrefix starts the names of the pod resource claims
+// (spec.resourceClaims[].name) the webhook adds for DRA networks: the n-th
+// attachment to a NAD with ResourceClaimTemplateAnnotation (the
+// default-network override first, then the networks annotation in order)
+// gets the claim ClaimNamePrefix + n, e.g. "multinet-net-1".
+const ClaimNamePrefix = "multinet-net-"
+
+// ClaimTemplate returns the ResourceClaimTemplate nad names
+// (ResourceClaimTemplateAnnotation), "" when none. Errors: the value is not
+// a DNS-1123 subdomain, or nad names no resource (resource, its resource
+// name, is "").
+func ClaimTemplate(nad *nadv1.NetworkAttachmentDefinition, resource string) (string, error) {
+	v, ok := nad.Annotations[ResourceClaimTemplateAnnotation]
+	if !ok {
+		return "", nil
+	}
+	field := AnnotationField(ResourceClaimTemplateAnnotation)
+	if errs := validation.IsDNS1123Subdomain(v); len(errs) > 0 {
+		return "", fmt.Errorf("%s: %q is not a ResourceClaimTemplate name: %s", field, v, strings.Join(errs, "; "))
+	}
+	if resource == "" {
+		return "", fmt.Errorf("%s: the network gets its device through DRA, but the NetworkAttachmentDefinition names no resource (%s): multinetd needs it to find the device's device-info and to check the allocated device", field, AnnotationField(nadv1.ResourceNameAnnotation))
+	}
+	return v, nil
+}
+
 // ResourceName returns the device resource name of nad: the value of the
 // first of keys present in its annotations, "" when none is. A present value
 // must be an extended resource name "vendor-domain/type", as kubelet requires
@@ -61,6 +96,9 @@ type NADFindings struct {
 //     for a label longer than 63 characters, which §3.3 recommends against);
 //   - each of resourceNameKeys present (nil: DefaultResourceNameKeys) is an
 //     extended resource name (ResourceName's rule; a note for the legacy key);
+//   - ResourceClaimTemplateAnnotation, when present, names a
+//     ResourceClaimTemplate (a DNS-1123 subdomain) and the NAD names a
+//     resource (ClaimTemplate's rules);
 //   - spec.config, when not empty, resolves as multinetd resolves it
 //     (§3.4.1 rule 1, §3.4.2; netconf.ResolveSpecConfig): an error naming the
 //     field, warnings for what libcni runs differently than written (no
@@ -93,6 +131,13 @@ func CheckNAD(nad *nadv1.NetworkAttachmentDefinition, resourceNameKeys []string)
 		}
 		if k == nadv1.LegacyResourceNameAnnotation {
 			f.Notes = append(f.Notes, Finding{AnnotationField(k), fmt.Sprintf("the spelling of the cni-dp proposal (spec 001); write %s, the key the NPWG implementations read", nadv1.ResourceNameAnnotation)})
+		}
+	}
+	if _, ok := nad.Annotations[ResourceClaimTemplateAnnotation]; ok {
+		rn, _ := ResourceName(nad, resourceNameKeys)
+		if _, err := ClaimTemplate(nad, rn); err != nil {
+			field, msg, _ := strings.Cut(err.Error(), ": ")
+			f.Errors = append(f.Errors, Finding{field, msg})
 		}
 	}
 	name := nad.Name

@@ -57,7 +57,11 @@ func (w *Webhooks) MutatePods(ctx context.Context, req admission.Request) admiss
 		return *refused
 	}
 	d := v.Demand()
-	if len(d.Order) == 0 {
+	claims, refused := w.claimsToAdd(pod, v)
+	if refused != nil {
+		return *refused
+	}
+	if len(d.Order) == 0 && len(claims) == 0 {
 		return admission.Allowed("no selected network has a resource name")
 	}
 	if len(pod.Spec.Containers) == 0 {
@@ -65,10 +69,10 @@ func (w *Webhooks) MutatePods(ctx context.Context, req admission.Request) admiss
 	}
 	target := w.targetContainer(pod)
 	set := planResources(pod, target, d, w.o.Existing)
-	if len(set) == 0 {
+	if len(set) == 0 && len(claims) == 0 {
 		return admission.Allowed("containers already request the network resources")
 	}
-	patched, err := setContainerResources(req.Object.Raw, target, set)
+	patched, err := patchPod(req.Object.Raw, target, set, claims)
 	if err != nil {
 		return badRequest(err)
 	}
@@ -77,8 +81,61 @@ func (w *Webhooks) MutatePods(ctx context.Context, req admission.Request) admiss
 		return resp
 	}
 	resp.Result = &metav1.Status{Code: http.StatusOK}
-	resp.Result.Message = fmt.Sprintf("container %q: %s", pod.Spec.Containers[target].Name, describe(set))
+	resp.Result.Message = describeChanges(pod.Spec.Containers[target].Name, set, claims)
 	return resp
+}
+
+// claimsToAdd returns the resource claims of v's DRA networks
+// (podnetworks.Verdict.Claims) the pod does not have yet; a pod claim of
+// the same name not made from the network's ResourceClaimTemplate is
+// refused (403) with podnetworks' reason.
+func (w *Webhooks) claimsToAdd(pod *corev1.Pod, v *podnetworks.Verdict) ([]podnetworks.Claim, *admission.Response) {
+	var out []podnetworks.Claim
+	for _, c := range v.Claims() {
+		have := false
+		for _, pc := range pod.Spec.ResourceClaims {
+			have = have || pc.Name == c.Name
+		}
+		if !have {
+			out = append(out, c)
+		}
+	}
+	if len(out) == len(v.Claims()) {
+		return out, nil
+	}
+	// Some exist: they must be the networks' own.
+	if err := (&podnetworks.Error{Problems: v.DeviceProblems(withClaims(pod, out))}); len(err.Problems) > 0 {
+		r := admission.Denied(err.Error())
+		return nil, &r
+	}
+	return out, nil
+}
+
+// withClaims is a copy of pod with claims added (to check the rest).
+func withClaims(pod *corev1.Pod, claims []podnetworks.Claim) *corev1.Pod {
+	p := pod.DeepCopy()
+	for _, c := range claims {
+		p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, corev1.PodResourceClaim{Name: c.Name, ResourceClaimTemplateName: &c.Template})
+	}
+	return p
+}
+
+// describeChanges says what the patch does, e.g. `container "app":
+// requests and limits example.com/a=2; resource claims multinet-net-1
+// (ResourceClaimTemplate t)`.
+func describeChanges(container string, set []resourceSetting, claims []podnetworks.Claim) string {
+	var parts []string
+	if len(set) > 0 {
+		parts = append(parts, describe(set))
+	}
+	if len(claims) > 0 {
+		cs := make([]string, len(claims))
+		for i, c := range claims {
+			cs[i] = fmt.Sprintf("%s (ResourceClaimTemplate %s)", c.Name, c.Template)
+		}
+		parts = append(parts, "resource claims "+strings.Join(cs, ", "))
+	}
+	return fmt.Sprintf("container %q: %s", container, strings.Join(parts, "; "))
 }
 
 // targetContainer is the index in spec.containers that gets the resources.
@@ -143,12 +200,15 @@ func describe(set []resourceSetting) string {
 	return "requests and limits " + strings.Join(parts, ", ")
 }
 
-// setContainerResources returns raw (a pod as JSON) with
+// patchPod returns raw (a pod as JSON) with
 // spec.containers[target].resources.requests and .limits of each setting
-// set to its value. raw is edited as a generic JSON tree with numbers kept
-// verbatim, so that a patch computed from raw to the result holds only
-// these changes.
-func setContainerResources(raw []byte, target int, set []resourceSetting) ([]byte, error) {
+// set to its value, and each claim appended to spec.resourceClaims (made
+// from its ResourceClaimTemplate) and to the target container's
+// resources.claims (so that it gets the claim's CDI devices: mounts of
+// socket slots, vfio nodes). raw is edited as a generic JSON tree with
+// numbers kept verbatim, so that a patch computed from raw to the result
+// holds only these changes.
+func patchPod(raw []byte, target int, set []resourceSetting, claims []podnetworks.Claim) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var tree map[string]any
@@ -168,12 +228,24 @@ func setContainerResources(raw []byte, target int, set []resourceSetting) ([]byt
 		return nil, fmt.Errorf("spec.containers[%d] is not an object", target)
 	}
 	res := childObject(c, "resources")
-	requests := childObject(res, "requests")
-	limits := childObject(res, "limits")
-	for _, s := range set {
-		q := resource.NewQuantity(s.value, resource.DecimalSI).String()
-		requests[s.name] = q
-		limits[s.name] = q
+	if len(set) > 0 {
+		requests := childObject(res, "requests")
+		limits := childObject(res, "limits")
+		for _, s := range set {
+			q := resource.NewQuantity(s.value, resource.DecimalSI).String()
+			requests[s.name] = q
+			limits[s.name] = q
+		}
+	}
+	if len(claims) > 0 {
+		podClaims, _ := spec["resourceClaims"].([]any)
+		cClaims, _ := res["claims"].([]any)
+		for _, cl := range claims {
+			podClaims = append(podClaims, map[string]any{"name": cl.Name, "resourceClaimTemplateName": cl.Template})
+			cClaims = append(cClaims, map[string]any{"name": cl.Name})
+		}
+		spec["resourceClaims"] = podClaims
+		res["claims"] = cClaims
 	}
 	out, err := json.Marshal(tree)
 	if err != nil {
