@@ -17,6 +17,7 @@ import (
 
 	"github.com/multinet/multinet/pkg/cniserver/api"
 	"github.com/multinet/multinet/pkg/devinfo"
+	"github.com/multinet/multinet/pkg/draclaims"
 	"github.com/multinet/multinet/pkg/kube"
 	"github.com/multinet/multinet/pkg/netconf"
 	"github.com/multinet/multinet/pkg/state"
@@ -98,6 +99,7 @@ func (e *Engine) Add(ctx context.Context, req *api.Request) ([]byte, error) {
 			Phase:          state.PhasePlanned,
 			DeviceInfoFile: p.deviceInfoFiles[i],
 			DeviceID:       p.deviceIDs[i],
+			Claim:          draclaims.ToState(p.claimDevices[i]),
 		})
 	}
 	// The plan needs to outlive a daemon crash during this ADD, not a
@@ -180,6 +182,7 @@ func (e *Engine) Add(ctx context.Context, req *api.Request) ([]byte, error) {
 	if rec.NetworkStatus != nil {
 		e.publishStatus(ctx, p.pod, rec)
 	}
+	e.claimsReady(ctx, p, results)
 	e.sandboxes.set(rec) // the pod's sandbox for hot-plug (hotplug.go)
 
 	if p.pod != nil {
@@ -251,6 +254,7 @@ func (e *Engine) failUnattempted(log klog.Logger, req *api.Request, p *plan, cau
 		log.Error(err, "save the record of an ADD that attempted nothing")
 	}
 	e.warn(p, cause)
+	e.claimsFailed(p, cniMsg(cause))
 	return cause
 }
 
@@ -342,6 +346,7 @@ func (e *Engine) failAdd(ctx context.Context, req *api.Request, rec *state.Recor
 		msg += fmt.Sprintf(" (and tearing down the attachments made before it failed: %v; the runtime's DEL retries what is left)", terr)
 	}
 	e.warn(p, errors.New(msg))
+	e.claimsFailed(p, msg)
 	var te *types.Error
 	if errors.As(cause, &te) {
 		return types.NewError(te.Code, msg, te.Details)

@@ -119,6 +119,7 @@ func (e *Engine) teardown(ctx context.Context, cniPath, netns string, rec *state
 				errs = append(errs, fmt.Errorf("network %s: remove device-info file: %w", a.Network, err))
 			}
 		}
+		e.clearClaim(ctx, &a)
 	}
 	rec.Attachments = append(kept, rec.Attachments[n:]...)
 	return errors.Join(errs...)

@@ -24,11 +24,13 @@ import (
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/version"
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
 	"github.com/multinet/multinet/pkg/cniserver"
 	"github.com/multinet/multinet/pkg/devinfo"
+	"github.com/multinet/multinet/pkg/draclaims"
 	"github.com/multinet/multinet/pkg/netconf"
 	"github.com/multinet/multinet/pkg/podnetworks"
 	"github.com/multinet/multinet/pkg/state"
@@ -65,6 +67,17 @@ type EventSink interface {
 // (podresources.Client).
 type Devices interface {
 	DeviceIDs(ctx context.Context, namespace, name string) (map[string][]string, error)
+}
+
+// ClaimDevices finds the devices of DRA networks and writes their status
+// to the ResourceClaims (package draclaims: *draclaims.Client).
+type ClaimDevices interface {
+	// Device is the device pod's claim podClaim holds for resourceName.
+	Device(ctx context.Context, pod *corev1.Pod, podClaim, resourceName string) (*draclaims.Device, error)
+	// SetReady, SetFailed and Clear write the device's status.devices entry.
+	SetReady(ctx context.Context, d *draclaims.Device, nd *resourceapi.NetworkDeviceData, msg string) error
+	SetFailed(ctx context.Context, d *draclaims.Device, msg string) error
+	Clear(ctx context.Context, d *draclaims.Device) error
 }
 
 // Observer receives the duration of every delegate invocation (metrics).
@@ -119,6 +132,10 @@ type Options struct {
 	// Devices looks up allocated devices (resourceName networks); nil makes
 	// an attachment to such a network fail.
 	Devices Devices
+	// Claims finds the devices of DRA networks in the pods' ResourceClaims
+	// and writes their status back (KEP-4817); nil makes an attachment to
+	// such a network fail.
+	Claims ClaimDevices
 	// DevInfo is where device-info files live (device-info spec §4).
 	DevInfo devinfo.Store
 	// ResourceNameKeys are the NAD annotations naming a device resource, in

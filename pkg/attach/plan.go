@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/multinet/multinet/pkg/devinfo"
+	"github.com/multinet/multinet/pkg/draclaims"
 	"github.com/multinet/multinet/pkg/netconf"
 	"github.com/multinet/multinet/pkg/podnetworks"
 )
@@ -26,7 +27,13 @@ type plan struct {
 	attachments []netconf.Attachment
 	// resources[i] is the device resource name of attachments[i], "" if none.
 	resources []string
-	deviceIDs []string
+	// claims[i] is the pod resource claim holding the DRA device of
+	// attachments[i] (podnetworks.Attachment.Claim), "" when its device, if
+	// any, comes from a device plugin; claimDevices[i] is that device once
+	// found.
+	claims       []string
+	claimDevices []*draclaims.Device
+	deviceIDs    []string
 	// deviceInfoFiles[i] is the CNI device-info file path handed to
 	// attachments[i], "" when none.
 	deviceInfoFiles []string
@@ -109,21 +116,28 @@ func (e *Engine) buildPlan(ctx context.Context, ifName, containerID string, args
 	}
 	p.attachments = append(p.attachments, def)
 	p.resources = []string{""}
+	p.claims = []string{""}
+	if v.DefaultNetwork != nil && v.DefaultNetwork.Claim != "" {
+		p.resources[0], p.claims[0] = v.DefaultNetwork.Resource, v.DefaultNetwork.Claim
+	}
 	for _, a := range v.DefaultNetworks {
 		p.attachments = append(p.attachments, a.Attachment)
 		p.resources = append(p.resources, "")
+		p.claims = append(p.claims, "")
 	}
 	first := len(p.attachments) // the pod's element i is attachments[first+i]
 	p.firstElement, p.elements = first, len(v.Attachments)
 	for i, a := range v.Attachments {
 		p.attachments = append(p.attachments, a.Attachment)
 		p.resources = append(p.resources, a.Resource)
+		p.claims = append(p.claims, a.Claim)
 		if a.Element.GatewayRequest != nil {
 			p.gateway, p.gatewayRequested = first+i, true
 		}
 	}
 	p.deviceIDs = make([]string, len(p.attachments))
 	p.deviceInfoFiles = make([]string, len(p.attachments))
+	p.claimDevices = make([]*draclaims.Device, len(p.attachments))
 	if withDevices {
 		if err := e.assignDevices(ctx, containerID, p); err != nil {
 			return p, err
@@ -152,6 +166,8 @@ func (e *Engine) planAuxiliary(p *plan, ifName string) error {
 	p.auxiliary = len(p.attachments)
 	p.attachments = append(p.attachments, netconf.Attachment{Index: -1, NetworkKey: list.Name, NetworkName: list.Name, IfName: ifName, ConfList: list})
 	p.resources = append(p.resources, "")
+	p.claims = append(p.claims, "")
+	p.claimDevices = append(p.claimDevices, nil)
 	p.deviceIDs = append(p.deviceIDs, "")
 	p.deviceInfoFiles = append(p.deviceInfoFiles, "")
 	return nil
@@ -186,12 +202,17 @@ func (e *Engine) defaultAttachment(override *podnetworks.Attachment, ifName stri
 }
 
 // assignDevices gives the i-th attachment of each resource the i-th device
-// kubelet allocated to the pod for it (PodResources), as runtimeConfig
-// deviceID, and prepares the CNI device-info file (device-info spec §4.2).
+// kubelet allocated to the pod for it (PodResources), and each DRA
+// attachment the device of its pod claim (assignClaimDevices), as
+// runtimeConfig deviceID, and prepares the CNI device-info file
+// (device-info spec §4.2).
 func (e *Engine) assignDevices(ctx context.Context, containerID string, p *plan) error {
+	if err := e.assignClaimDevices(ctx, p); err != nil {
+		return err
+	}
 	need := false
-	for _, r := range p.resources {
-		need = need || r != ""
+	for i, r := range p.resources {
+		need = need || (r != "" && p.claims[i] == "")
 	}
 	if !need {
 		return e.prepareDeviceInfoFiles(containerID, p)
@@ -205,7 +226,7 @@ func (e *Engine) assignDevices(ctx context.Context, containerID string, p *plan)
 	}
 	used := map[string]int{}
 	for i, r := range p.resources {
-		if r == "" {
+		if r == "" || p.claims[i] != "" {
 			continue
 		}
 		ids := devices[r]
@@ -221,6 +242,34 @@ func (e *Engine) assignDevices(ctx context.Context, containerID string, p *plan)
 		}
 	}
 	return e.prepareDeviceInfoFiles(containerID, p)
+}
+
+// assignClaimDevices finds the device of each DRA attachment in its pod
+// claim (Options.Claims): the allocated device whose
+// k8s.cni.cncf.io/resourceName is the NAD's resource, handed to the
+// delegate by its k8s.cni.cncf.io/deviceID exactly as a device plugin's.
+// Fail closed: no device, no ADD (the runtime retries; the pod does not
+// start without it).
+func (e *Engine) assignClaimDevices(ctx context.Context, p *plan) error {
+	for i, c := range p.claims {
+		if c == "" {
+			continue
+		}
+		a := &p.attachments[i]
+		if e.opts.Claims == nil {
+			return planError(types.ErrInvalidNetworkConfig, "network %s gets its device through DRA (pod claim %s), but multinetd reads no ResourceClaims (no API client)", a.NetworkKey, c)
+		}
+		dev, err := e.opts.Claims.Device(ctx, p.pod, c, p.resources[i])
+		if err != nil {
+			return planError(types.ErrTryAgainLater, "network %s: its DRA device: %v", a.NetworkKey, err)
+		}
+		p.claimDevices[i] = dev
+		p.deviceIDs[i] = dev.DeviceID
+		if err := a.SetDeviceID(dev.DeviceID); err != nil {
+			return planError(types.ErrInvalidNetworkConfig, "%v", err)
+		}
+	}
+	return nil
 }
 
 // podDevices asks PodResources for the pod's devices, retrying for up to

@@ -33,6 +33,7 @@ import (
 	"github.com/multinet/multinet/pkg/netconf"
 	"github.com/multinet/multinet/pkg/nodeexec"
 	"github.com/multinet/multinet/pkg/podnetworks"
+	"github.com/multinet/multinet/pkg/draclaims"
 	"github.com/multinet/multinet/pkg/podresources"
 	"github.com/multinet/multinet/pkg/selection"
 	"github.com/multinet/multinet/pkg/state"
@@ -161,6 +162,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Status:          kube.NewStatusPatcher(client),
 		Events:          events,
 		Devices:         devices,
+		Claims:          draclaims.New(client, cfg.NodeName),
 		DevInfo:         devinfo.Store{Root: cfg.DevInfoRoot},
 		BinDirs:         cfg.CNIBinDirs,
 		CacheDir:        filepath.Join(cfg.StateDir, "cni-cache"),

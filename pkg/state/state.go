@@ -171,6 +171,10 @@ type Attachment struct {
 	DeviceInfoFile string `json:"deviceInfoFile,omitempty"`
 	// DeviceID is the device allocated by kubelet for this attachment, if any.
 	DeviceID string `json:"deviceID,omitempty"`
+	// Claim is the DRA device of this attachment (its NAD names a
+	// ResourceClaimTemplate), whose status in the ResourceClaim DEL clears;
+	// nil when the device, if any, came from a device plugin.
+	Claim *ClaimDevice `json:"claim,omitempty"`
 	// Element is the network selection element (multi-net spec §4.1.2.1)
 	// this attachment was made for, as canonical JSON
 	// (selection.Element.MarshalJSON); nil for the default network,
@@ -411,4 +415,14 @@ func (s *Store) List() ([]string, error) {
 		s.removeStaleTemps(temps)
 	}
 	return ids, nil
+}
+
+// ClaimDevice names a device allocated in a ResourceClaim (docs/dra.md).
+type ClaimDevice struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	UID       string `json:"uid"`
+	Driver    string `json:"driver"`
+	Pool      string `json:"pool"`
+	Device    string `json:"device"`
 }
