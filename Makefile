@@ -51,6 +51,10 @@ test-unit: packages apiserver ## go test ./... (no e2e), with -race when a C com
 test-e2e: ## cluster-up, go test -tags e2e ./test/e2e/..., cluster-down (even on failure); default network: containerd's conflist
 	hack/e2e.sh
 
+.PHONY: test-multinode
+test-multinode: ## the multi-node e2e tests (TestMultiNode*) on a 3-node cluster: NODES=3 cluster-up, go test -tags e2e -run TestMultiNode, cluster-down (hack/e2e.sh; docs/local-cluster.md "Several nodes")
+	NODES=3 E2E_FLAGS='-run TestMultiNode $(E2E_FLAGS)' hack/e2e.sh
+
 .PHONY: test-hotplug-kills
 test-hotplug-kills: ## hot-plug with multinetd killed: 50 random changes, 3 SIGKILLs (TestHotPlugSurvivesDaemonKills; out of make test while intermittent, docs/hotplug.md)
 	MULTINET_E2E_HOTPLUG_KILLS=1 E2E_FLAGS='-run TestHotPlugSurvivesDaemonKills' hack/e2e.sh
@@ -99,7 +103,7 @@ bench-go: ## the go test -bench micro-benchmarks (BENCHTIME, default 1s)
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./...
 
 .PHONY: cluster-up
-cluster-up: ## start the local single-node cluster (idempotent)
+cluster-up: ## start the local cluster (idempotent); NODES=N (default 1) adds N-1 nodes in namespaces of their own
 	hack/cluster-up.sh
 
 .PHONY: cluster-down

@@ -12,6 +12,8 @@ set -uo pipefail
 
 # shellcheck source=hack/lib/cluster.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib/cluster.sh"
+# shellcheck source=hack/lib/nodes.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/nodes.sh"
 LOG_PREFIX=cluster-down
 
 SUMMARY=()
@@ -127,6 +129,81 @@ unmount_all() {
   [[ -z $left ]] || problem "still mounted: $(echo "$left" | head -n 3 | tr '\n' ' ')"
 }
 
+# ns_pids KIND INODE prints the PIDs whose KIND (net, mnt) namespace is
+# INODE.
+ns_pids() {
+  local p
+  for p in /proc/[0-9]*; do
+    [[ $(stat -L -c %i "$p/ns/$1" 2>/dev/null) == "$2" ]] && echo "${p#/proc/}"
+  done
+  return 0
+}
+
+# stop_extra_node NAME stops node NAME of a multi-node cluster
+# (hack/lib/nodes.sh): its kubelet, its containers, containerd and
+# kube-proxy, every process left in its cgroups or namespaces, then its
+# holder, which ends the namespaces and every mount in them; then it removes
+# its cgroups and checks that none of its processes is left.
+stop_extra_node() {
+  local name=$1 holder net mnt pid n=0 cg h
+  stop_component "$name-kubelet" 15
+  if component_alive "$name-containerd"; then
+    local ids id
+    ids=$(node_ctr "$name" tasks list -q 2>/dev/null)
+    for id in $ids; do node_ctr "$name" tasks kill -s SIGKILL "$id" >/dev/null 2>&1; done
+    for id in $ids; do node_ctr "$name" tasks delete -f "$id" >/dev/null 2>&1; done
+  fi
+  stop_component "$name-containerd"
+  stop_component "$name-kube-proxy"
+  cg=$NODE_CGROUP_PREFIX$name
+  for pid in $(find /sys/fs/cgroup/*/"$cg" -name cgroup.procs -exec cat {} + 2>/dev/null | sort -u); do
+    kill -KILL "$pid" 2>/dev/null && n=$((n + 1))
+  done
+  if holder=$(component_pid "$name-holder"); then
+    net=$(stat -L -c %i "/proc/$holder/ns/net")
+    mnt=$(stat -L -c %i "/proc/$holder/ns/mnt")
+    for pid in $(ns_pids net "$net") $(ns_pids mnt "$mnt"); do
+      [[ $pid == "$holder" ]] && continue
+      kill -KILL "$pid" 2>/dev/null && n=$((n + 1))
+    done
+    sleep 0.5
+    stop_component "$name-holder" 5
+    if [[ -n $(ns_pids net "$net") || -n $(ns_pids mnt "$mnt") ]]; then
+      problem "node $name: processes left in its namespaces: $(ns_pids net "$net" | head -n 3 | tr '\n' ' ')"
+    else
+      note "node $name: its namespaces are gone"
+    fi
+  fi
+  ((n > 0)) && note "node $name: killed $n leftover process(es)"
+  for h in /sys/fs/cgroup/*/"$cg"; do
+    [[ -d $h ]] || continue
+    find "$h" -depth -type d -exec rmdir {} \; 2>/dev/null
+    [[ -d $h ]] && problem "cgroup $h still exists"
+  done
+  rm -f "$PID_DIR/$name-"*.pid "$PID_DIR/$name-"*.exe
+}
+
+# stop_extra_nodes stops nodes 2..N (those with a holder PID file).
+stop_extra_nodes() {
+  local f name n=0
+  for f in "$PID_DIR"/*-holder.pid; do
+    [[ -e $f ]] || continue
+    name=$(basename "$f" -holder.pid)
+    stop_extra_node "$name"
+    n=$((n + 1))
+  done
+  # cgroups of nodes whose holder was already gone (a crashed run).
+  local kind a h
+  while read -r kind a _; do
+    [[ $kind == cgroup ]] || continue
+    for h in /sys/fs/cgroup/*/"$a"; do
+      [[ -d $h ]] && { find "$h" -depth -type d -exec rmdir {} \; 2>/dev/null; [[ -d $h ]] && problem "cgroup $h still exists"; }
+    done
+  done < <(cat "$HOST_RECORD" 2>/dev/null)
+  ((n > 0)) && note "stopped $n extra node(s)"
+  return 0
+}
+
 remove_links() {
   local l n=0
   for l in $(ip -o link show master "$BRIDGE_NAME" 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1); do
@@ -135,9 +212,10 @@ remove_links() {
   ((n > 0)) && note "deleted $n veth(s) on $BRIDGE_NAME"
   # Links the demo (mnd-*) and the end-to-end tests (mne*, mns*, mnf*) made:
   # their bridges and the macvlan parent; the netdev pool's veths (mnv*,
-  # hack/cluster-devices.sh) when its down did not run.
+  # hack/cluster-devices.sh) when its down did not run; the underlay links of
+  # a multi-node cluster (mnul0, mnuK; hack/lib/nodes.sh).
   n=0
-  for l in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -E '^(mnd-|mne|mns|mnf|mnv)' || true); do
+  for l in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -E '^(mnd-|mne|mns|mnf|mnv|mnu)' || true); do
     ip link delete "$l" 2>/dev/null && n=$((n + 1))
   done
   ((n > 0)) && note "deleted $n link(s) of the demo and the tests"
@@ -293,6 +371,7 @@ down() {
     MULTINET_CLUSTER_ENV=$ENV_FILE "$MULTINET_CNI_HOOK" down >>"$LOG_DIR/cni-hook.log" 2>&1 ||
       problem "$MULTINET_CNI_HOOK down failed (see $LOG_DIR/cni-hook.log)"
   fi
+  stop_extra_nodes
   stop_component kubelet 15
   remove_containers
   stop_component kube-controller-manager

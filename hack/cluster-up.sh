@@ -24,6 +24,12 @@
 #   DEFAULT_NETWORK=containerd|kindnet  the default network's conflist:
 #                                 containerd's example (default) or kind's
 #                                 kindnet (see default_network_conflist)
+#   NODES=N                       nodes (default 1: the host alone). N > 1
+#                                 adds multinet-node2..N, each in its own
+#                                 network, mount and UTS namespaces with its
+#                                 own containerd, kubelet and kube-proxy
+#                                 (hack/lib/nodes.sh; docs/local-cluster.md
+#                                 "Several nodes")
 #   K8S_VERSION, CNI_PLUGINS_VERSION, POD_CIDR, KUBECTL, MULTINET_CACHE_DIR
 set -euo pipefail
 
@@ -31,6 +37,8 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib/cluster.sh"
 # shellcheck source=hack/lib/coredns.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib/coredns.sh"
+# shellcheck source=hack/lib/nodes.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/nodes.sh"
 LOG_PREFIX=cluster-up
 
 NODE_NAME=$(node_name)
@@ -51,6 +59,7 @@ preflight() {
   [[ $POD_CIDR =~ ^10\.([0-9]{1,3})\.([0-9]{1,3})\.0/(1[6-9]|2[0-4])$ ]] && ((BASH_REMATCH[1] < 256 && BASH_REMATCH[2] < 256)) ||
     die "POD_CIDR=$POD_CIDR: want a 10.x.y.0/16-24 subnet (only inside this machine)"
   [[ $NODE_NAME =~ ^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$ ]] || die "host name '$NODE_NAME' is not a valid node name"
+  nodes_preflight
 }
 
 # ---- host record (what cluster-down must undo) ------------------------------
@@ -411,6 +420,9 @@ export TEST_IMAGE=$IMAGE_REF
 export SANDBOX_IMAGE=$IMAGE_REF
 export LOG_DIR=$LOG_DIR
 export PID_DIR=$PID_DIR
+export NODES=$NODES
+export NODES_FILE=$NODES_FILE
+export UNDERLAY_IF=$UNDERLAY_IF
 EOF
   mv -f "$ENV_FILE.tmp" "$ENV_FILE"
 }
@@ -522,8 +534,12 @@ up() {
     running=$(sed -n 's/^export DEFAULT_NETWORK=//p' "$ENV_FILE" 2>/dev/null)
     [[ -z $running || $running == "$DEFAULT_NETWORK" ]] ||
       die "the running cluster's default network is $running, not DEFAULT_NETWORK=$DEFAULT_NETWORK: make cluster-down first"
-    log "cluster already up and healthy (node $NODE_NAME); KUBECONFIG=$KUBECONFIG_FILE; env: $ENV_FILE"
-    return 0
+    running=$(nodes_count)
+    ((running == NODES)) || die "the running cluster has $running node(s), not NODES=$NODES: make cluster-down first"
+    if nodes_healthy; then
+      log "cluster already up and healthy ($NODES node(s): $(awk '{print $1}' "$NODES_FILE" 2>/dev/null | tr '\n' ' ' || echo "$NODE_NAME")); KUBECONFIG=$KUBECONFIG_FILE; env: $ENV_FILE"
+      return 0
+    fi
   fi
   if [[ -d $CLUSTER_DIR ]] || ip link show "$BRIDGE_NAME" >/dev/null 2>&1; then
     log "found leftovers of an earlier cluster that is not healthy; cleaning up first"
@@ -556,6 +572,7 @@ up() {
   local t1=$SECONDS
   start_etcd
   make_node_network
+  nodes_up_namespaces
   start_apiserver
   log "etcd and kube-apiserver ready ($((SECONDS - t1))s)"
   apply_crds
@@ -566,8 +583,10 @@ up() {
   log "node $NODE_NAME Ready ($((SECONDS - t1))s after start)"
   start_kube_proxy
   deploy_manifests
+  nodes_up_components
   deploy_coredns
   smoke_test
+  nodes_smoke_test
   log "cluster up in $((SECONDS - t0))s: KUBECONFIG=$KUBECONFIG_FILE; env: $ENV_FILE (source it); logs: $LOG_DIR"
 }
 

@@ -87,3 +87,17 @@ for name in multinetd webhook deviceplugin; do
     "$OUT/$name.tar" >/dev/null || die "ctr images import $OUT/$name.tar failed"
 done
 log "imported into containerd ($CONTAINERD_NAMESPACE): $(awk '{print $2}' "$OUT/images.txt" | tr '\n' ' ')"
+# The extra nodes of a multi-node cluster (NODES > 1, hack/lib/nodes.sh) each
+# run their own containerd: the images go into every one.
+if [[ -s ${NODES_FILE:-} ]]; then
+  while read -r node _ _ holder _; do
+    [[ $holder == - ]] && continue
+    # (During cluster-up the node's containerd starts later and imports them itself.)
+    [[ -S $MULTINET_CLUSTER_DIR/nodes/$node/containerd/containerd.sock ]] || continue
+    for name in multinetd webhook deviceplugin; do
+      "${CTR:-ctr}" --address "$MULTINET_CLUSTER_DIR/nodes/$node/containerd/containerd.sock" -n "$CONTAINERD_NAMESPACE" \
+        images import "$OUT/$name.tar" >/dev/null || die "node $node: ctr images import $OUT/$name.tar failed"
+    done
+    log "imported into node $node's containerd"
+  done <"$NODES_FILE"
+fi

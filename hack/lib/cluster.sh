@@ -245,15 +245,20 @@ client_identity() {
 
 # start_component NAME CMD... starts CMD in its own session, output to
 # $LOG_DIR/NAME.log, PID in $PID_DIR/NAME.pid (and the binary in NAME.exe,
-# so a recycled PID is never mistaken for the component).
+# so a recycled PID is never mistaken for the component). With
+# COMPONENT_NS_PID set, CMD runs in the network, mount and UTS namespaces of
+# that process (an extra node's holder, hack/lib/nodes.sh; nsenter execs
+# CMD, so the PID is still CMD's).
 start_component() {
   local name=$1; shift
+  local -a ns=()
+  [[ -n ${COMPONENT_NS_PID:-} ]] && ns=(nsenter -t "$COMPONENT_NS_PID" -n -m -u --)
   mkdir -p "$LOG_DIR" "$PID_DIR"
   # The subshell closes the lock (daemons must not hold it) and execs, so
   # $! is the component's own PID.
   (
     [[ -n ${LOCK_FD:-} ]] && exec {LOCK_FD}>&-
-    exec setsid "$@" >>"$LOG_DIR/$name.log" 2>&1 </dev/null
+    exec setsid "${ns[@]}" "$@" >>"$LOG_DIR/$name.log" 2>&1 </dev/null
   ) &
   local pid=$! exe i
   exe=$(readlink -f "$(command -v "$1")")
