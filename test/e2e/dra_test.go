@@ -92,9 +92,12 @@ func waitDRASlice(t *testing.T, within time.Duration) *resourceapi.ResourceSlice
 }
 
 // draNet creates, in ns, ResourceClaimTemplate "dra-netdev" (one device of
-// the DRA DeviceClass) and NAD name for multinet-netdev naming it; ipam is
-// host-local on a fresh subnet unless ipamType says otherwise.
-func draNet(t *testing.T, ns, name, ipamType string) *testNet {
+// the DRA DeviceClass) and NAD name for multinet-netdev naming it, with
+// host-local IPAM on a fresh subnet; exhausted gives host-local a range of
+// one address that another container already holds, so that every ADD of
+// the network fails in the delegate (after multinet-netdev moved the
+// device) while its DEL succeeds.
+func draNet(t *testing.T, ns, name string, exhausted bool) *testNet {
 	t.Helper()
 	ctx := testContext(t, 30*time.Second)
 	tmpl := &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dra-netdev"},
@@ -106,14 +109,23 @@ func draNet(t *testing.T, ns, name, ipamType string) *testNet {
 	n := nextSubnet()
 	tn := &testNet{Namespace: ns, Name: name, Subnet: fmt.Sprintf("10.212.%d.0/24", n),
 		DataDir: filepath.Join(testCluster.mustEnv(t, "CNI_IPAM_DIR"), "e2e", ns+"-"+name)}
-	if ipamType == "" {
-		ipamType = "host-local"
+	rng := map[string]string{"subnet": tn.Subnet}
+	if exhausted {
+		only := fmt.Sprintf("10.212.%d.10", n)
+		rng["rangeStart"], rng["rangeEnd"] = only, only
+		dir := filepath.Join(tn.DataDir, name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, only), []byte("e2e-other-container\r\nnet1"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	createNAD(t, ns, name, map[string]any{
 		"cniVersion": "1.1.0", "name": name, "type": "multinet-netdev",
 		"capabilities": map[string]bool{"deviceID": true, "CNIDeviceInfoFile": true},
-		"ipam": map[string]any{"type": ipamType, "dataDir": tn.DataDir,
-			"ranges": [][]map[string]string{{{"subnet": tn.Subnet}}}},
+		"ipam": map[string]any{"type": "host-local", "dataDir": tn.DataDir,
+			"ranges": [][]map[string]string{{rng}}},
 	}, map[string]string{resourceNameAnnotation: draResource, podnetworks.ResourceClaimTemplateAnnotation: "dra-netdev"})
 	t.Cleanup(func() { _ = os.RemoveAll(tn.DataDir) })
 	return tn
@@ -268,7 +280,7 @@ func TestDRANetdevPod(t *testing.T) {
 	requireDRA(t)
 	macs := draMACs(t)
 	ns := newNamespace(t)
-	dn := draNet(t, ns, "dn", "")
+	dn := draNet(t, ns, "dn", false)
 	got := runPod(t, podSpec(ns, "dra", "dn@data0"))
 	if len(got.Spec.ResourceClaims) != 1 || got.Spec.ResourceClaims[0].Name != "multinet-net-1" ||
 		got.Spec.ResourceClaims[0].ResourceClaimTemplateName == nil || *got.Spec.ResourceClaims[0].ResourceClaimTemplateName != "dra-netdev" {
@@ -327,7 +339,7 @@ func TestDRAPendingUntilFree(t *testing.T) {
 	requireDRA(t)
 	macs := draMACs(t)
 	ns := newNamespace(t)
-	dn := draNet(t, ns, "dn", "")
+	dn := draNet(t, ns, "dn", false)
 	h1 := runPod(t, podSpec(ns, "h1", "dn"))
 	runPod(t, podSpec(ns, "h2", "dn"))
 	freed := allocatedDevice(t, podClaim(t, h1, 1))
@@ -358,14 +370,15 @@ func TestDRAPendingUntilFree(t *testing.T) {
 }
 
 // TestDRADelegateFailure (issue 13, third test): the delegate of a DRA
-// attachment fails (its IPAM plugin does not exist): the pod does not start
-// (fail closed), the claim says Ready=False with the reason, the device is
-// back in the host, and deleting the pod leaves nothing.
+// attachment fails (multinet-netdev moved the device, then its IPAM has no
+// address left): the pod does not start (fail closed), the claim says
+// Ready=False with the reason, the device is back in the host, and
+// deleting the pod leaves nothing (the other container's address stays).
 func TestDRADelegateFailure(t *testing.T) {
 	requireDRA(t)
 	macs := draMACs(t)
 	ns := newNamespace(t)
-	draNet(t, ns, "bad", missingPlugin)
+	bad := draNet(t, ns, "bad", true)
 	if _, err := createPod(t, podSpec(ns, "p", "bad")); err != nil {
 		t.Fatalf("create pod: %v", err)
 	}
@@ -378,9 +391,10 @@ func TestDRADelegateFailure(t *testing.T) {
 	dev := allocatedDevice(t, claim)
 	st := waitClaimCondition(t, ns, claim.Name, dev, metav1.ConditionFalse)
 	r := meta.FindStatusCondition(st.Conditions, draclaims.ConditionReady)
-	if r.Reason != draclaims.ReasonAttachFailed || !strings.Contains(r.Message, missingPlugin) {
-		t.Errorf("Ready condition = %+v, want reason %s naming %s", r, draclaims.ReasonAttachFailed, missingPlugin)
+	if r.Reason != draclaims.ReasonAttachFailed || !strings.Contains(r.Message, ns+"/bad") {
+		t.Errorf("Ready condition = %+v, want reason %s naming network %s/bad", r, draclaims.ReasonAttachFailed, ns)
 	}
+	t.Logf("Ready=False: %s", r.Message)
 	if st.NetworkData != nil {
 		t.Errorf("networkData %+v on a failed attachment", st.NetworkData)
 	}
@@ -390,6 +404,9 @@ func TestDRADelegateFailure(t *testing.T) {
 	waitDevicesHome(t, macs)
 	deletePod(t, ns, "p")
 	assertNoRecords(t, ns)
+	if a := bad.allocations(t); len(a) != 1 {
+		t.Errorf("host-local holds %v, want only the other container's address", a)
+	}
 }
 
 // TestDRAWithDevicePlugin (issue 13, fourth test): one pod with a
@@ -403,7 +420,7 @@ func TestDRAWithDevicePlugin(t *testing.T) {
 	waitAllocatable(t, netdev, int64(len(devs)), 30*time.Second)
 	ns := newNamespace(t)
 	nd := netdevNet(t, ns, "nd", netdev)
-	dn := draNet(t, ns, "dn", "")
+	dn := draNet(t, ns, "dn", false)
 	got := runPod(t, podSpec(ns, "both", "nd@dp0,dn@dra0"))
 	if _, lim := containerResources(got, netdev); lim.Value() != 1 {
 		t.Errorf("%s limit = %s, want 1", netdev, lim.String())
@@ -437,7 +454,7 @@ func TestDRARestarts(t *testing.T) {
 	requireDRA(t)
 	macs := draMACs(t)
 	ns := newNamespace(t)
-	draNet(t, ns, "dn", "")
+	draNet(t, ns, "dn", false)
 	before := runPod(t, podSpec(ns, "running", "dn"))
 	dev := checkDRAAttachment(t, before, 1, "net1", macs)
 
