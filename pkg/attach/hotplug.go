@@ -228,6 +228,8 @@ func (h *hotPlug) run(ctx context.Context) (attempted bool, err error) {
 			h.log.Error(err, "the record's network-status does not decode; not written after this hot-plug")
 			h.list = nil
 		}
+		// A hot-plug that crashed after detaching left their entries.
+		h.list = recordedEntries(h.list, rec)
 	}
 
 	changed, err := h.finishInterrupted(ctx)
@@ -627,14 +629,7 @@ func (h *hotPlug) setStatus() {
 	if h.list == nil {
 		return
 	}
-	have := map[string]bool{}
-	for _, a := range h.rec.Attachments {
-		if a.Phase == state.PhaseAdded { // a failed detach is still there
-			have[a.Network+"@"+a.IfName] = true
-		}
-	}
-	list := slices.DeleteFunc(h.list, func(s status.NetworkStatus) bool { return !s.Default && !have[s.Name+"@"+s.Interface] })
-	value, err := status.Encode(list)
+	value, err := status.Encode(recordedEntries(h.list, h.rec))
 	if err != nil {
 		h.log.Error(err, "encode network-status")
 		return
@@ -643,6 +638,21 @@ func (h *hotPlug) setStatus() {
 		return // unchanged: published, or still pending for the retrier
 	}
 	h.rec.NetworkStatus = &state.NetworkStatus{Value: value, PodUID: string(h.pod.UID), State: state.StatusPending}
+}
+
+// recordedEntries returns the entries of list that are the default
+// network's or an attachment's that rec has added (one whose detach failed
+// included); list is reused. An attachment is identified by network and
+// interface, so an entry left by an attachment detached before a crash
+// must go before the same network is attached on that interface again.
+func recordedEntries(list []status.NetworkStatus, rec *state.Record) []status.NetworkStatus {
+	have := map[string]bool{}
+	for _, a := range rec.Attachments {
+		if a.Phase == state.PhaseAdded {
+			have[a.Network+"@"+a.IfName] = true
+		}
+	}
+	return slices.DeleteFunc(list, func(s status.NetworkStatus) bool { return !s.Default && !have[s.Name+"@"+s.Interface] })
 }
 
 // deleteIndices returns atts without the indices in gone, in order.

@@ -442,6 +442,56 @@ func TestHotPlugCrashThenConverge(t *testing.T) {
 // Issue 12: an annotation that flips back and forth converges to its last
 // value: after each hot-plug the sandbox has exactly the attachments of
 // the annotation, with one address each, never a duplicate interface.
+// Issue 12: a crash after a hot-plug detached an attachment but before
+// it saved its result leaves the record's network-status listing the
+// detached attachment. When the next hot-plug attaches the same network on
+// the same interface again (the annotation flipped back), network-status
+// lists it once, with its new address, not the detached one's entry too.
+func TestHotPlugCrashThenSameNetworkBack(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, n := range []string{"net-a", "net-b", "net-c"} {
+		e.bridgeNAD(n)
+	}
+	pod := e.podWithNetworks("net-a, net-b")
+	id := "ctr-" + cnitest.UniqueName("")
+	e.add(id, pod)
+	before := statusIPs(e.lastStatus(pod), "net1")
+
+	// Dead during the ADD of net-c, after net-a (net1) was detached.
+	path := e.store.Dir() + "/" + id + ".json"
+	var intent []byte
+	e.exec.before = func(c call) {
+		if c.Command == "ADD" && c.IfName == "net1" {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Error(err)
+			}
+			intent = b
+		}
+	}
+	pod, _ = e.mustHotPlug(pod, "net-b, net-c")
+	e.exec.before = nil
+	if err := os.WriteFile(path, intent, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	eng2, err := New(e.eng.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.eng = eng2
+	pod = e.withNetworks(pod, "net-a, net-b")
+	if _, err := eng2.HotPlug(context.Background(), pod); err != nil {
+		t.Fatalf("hot-plug after the restart: %v", err)
+	}
+	e.wantSandbox(id, pod, attachment{"ns1/net-a", "net1"}, attachment{"ns1/net-b", "net2"})
+	got, link := statusIPs(e.lastStatus(pod), "net1"), e.addrs("net1")
+	if len(got) != 1 || len(link) != 1 || !strings.HasPrefix(link[0], got[0]+"/") {
+		t.Errorf("network-status of net1 lists %v, the interface has %v (before the hot-plugs: %v)", got, link, before)
+	}
+	e.wantLeases("net-a", 1)
+	e.wantLeases("net-c", 0)
+}
+
 func TestHotPlugFlipFlop(t *testing.T) {
 	e := newEnv(t, nil)
 	e.bridgeNAD("net-a")

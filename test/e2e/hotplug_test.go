@@ -197,12 +197,23 @@ func TestHotPlugAddRemove(t *testing.T) {
 // other than the container last, and returns the killed container's ID.
 func killDaemon(t *testing.T, last string) string {
 	t.Helper()
+	id, pid := runningDaemon(t, last)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill multinetd pid %d: %v", pid, err)
+	}
+	return id
+}
+
+// runningDaemon waits (up to 2 min) for a running multinetd container other
+// than container last and returns its ID and the host PID of its process.
+// The local cluster's kubelet restarts a killed container within 10 s
+// (crashLoopBackOff.maxContainerRestartPeriod in hack/cluster-up.sh).
+func runningDaemon(t *testing.T, last string) (id string, pid int) {
+	t.Helper()
 	if !testCluster.deployed {
 		t.Fatal("killing multinetd needs the deployed DaemonSet (cluster-up's default)")
 	}
 	ctx := testContext(t, 120*time.Second)
-	var id string
-	var pid int
 	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		list, err := testCluster.kube.CoreV1().Pods(systemNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=multinetd"})
 		if err != nil {
@@ -230,10 +241,7 @@ func killDaemon(t *testing.T, last string) string {
 	if err != nil {
 		t.Fatalf("no running multinetd container other than %s: %v", last, err)
 	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatalf("kill multinetd pid %d: %v", pid, err)
-	}
-	return id
+	return id, pid
 }
 
 // TestHotPlugSurvivesDaemonKills: 50 random changes of a running pod's
@@ -246,12 +254,6 @@ func killDaemon(t *testing.T, last string) string {
 // addresses and bridge ports as the annotation selects it, and deleting
 // the pod leaves nothing.
 func TestHotPlugSurvivesDaemonKills(t *testing.T) {
-	// Out of make test while it fails intermittently (1 run of 4 on
-	// 2026-11-26: the final selection was not converged within 3 min after
-	// 3 kills; issue 12 stays open): make test-hotplug-kills runs it.
-	if os.Getenv("MULTINET_E2E_HOTPLUG_KILLS") != "1" {
-		t.Skip("intermittent (issue 12): run with make test-hotplug-kills (MULTINET_E2E_HOTPLUG_KILLS=1)")
-	}
 	ns := newNamespace(t)
 	var nets []*testNet
 	for i := range 4 {
@@ -287,7 +289,9 @@ func TestHotPlugSurvivesDaemonKills(t *testing.T) {
 		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
 	}
 
-	// Converged: network-status lists exactly the final elements.
+	// Converged once multinetd is back: network-status lists exactly the
+	// final elements.
+	runningDaemon(t, lastKilled)
 	want := map[string]int{}
 	explicit := map[string]string{}
 	for _, e := range strings.Split(networks, ",") {
@@ -317,7 +321,8 @@ func TestHotPlugSurvivesDaemonKills(t *testing.T) {
 		return maps.Equal(got, want), nil
 	})
 	if err != nil {
-		t.Fatalf("network-status does not list the final selection %q: %s\nevents:\n%s", networks, now.Annotations[status.Annotation], podEvents(ns, p.Name))
+		t.Fatalf("network-status does not list the final selection %q: %s\nevents:\n%s\nrecords:\n%s\nmultinetd's lines about the pod:\n%s",
+			networks, now.Annotations[status.Annotation], podEvents(ns, p.Name), recordsText(t, ns, p.Name), daemonLogLines(t, ns+"/"+p.Name))
 	}
 	var ifNames []string
 	for _, s := range list {
@@ -339,6 +344,42 @@ func TestHotPlugSurvivesDaemonKills(t *testing.T) {
 	deletePod(t, ns, p.Name)
 	assertReleased(t, nets...)
 	assertNoRecords(t, ns)
+}
+
+// recordsText returns the attachment records of pod ns/name, for a
+// failure's message.
+func recordsText(t *testing.T, ns, name string) string {
+	t.Helper()
+	dir := filepath.Join(testCluster.mustEnv(t, "MULTINET_CLUSTER_DIR"), "multinet", "state", "records")
+	var b strings.Builder
+	for _, f := range podRecords(t, ns, name) {
+		data, err := os.ReadFile(filepath.Join(dir, f))
+		fmt.Fprintf(&b, "%s: %s %v\n", f, data, err)
+	}
+	return b.String()
+}
+
+// daemonLogLines returns the lines of every multinetd container's log that
+// kubelet still has (the killed ones included) that contain substr, for a
+// failure's message.
+func daemonLogLines(t *testing.T, substr string) string {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(testCluster.mustEnv(t, "LOG_DIR"), "pods", systemNamespace+"_multinetd-*", "multinetd", "*.log"))
+	var b strings.Builder
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			fmt.Fprintf(&b, "%s: %v\n", f, err)
+			continue
+		}
+		fmt.Fprintf(&b, "== %s\n", f)
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.Contains(line, substr) {
+				b.WriteString(line + "\n")
+			}
+		}
+	}
+	return b.String()
 }
 
 // hotPlugRecordPending reports whether the record of pod ns/name has a
