@@ -55,10 +55,6 @@ test-e2e: ## cluster-up, go test -tags e2e ./test/e2e/..., cluster-down (even on
 test-multinode: ## the multi-node e2e tests (TestMultiNode*) on a 3-node cluster: NODES=3 cluster-up, go test -tags e2e -run TestMultiNode, cluster-down (hack/e2e.sh; docs/local-cluster.md "Several nodes")
 	NODES=3 E2E_FLAGS='-run TestMultiNode $(E2E_FLAGS)' hack/e2e.sh
 
-.PHONY: test-hotplug-kills
-test-hotplug-kills: ## hot-plug with multinetd killed: 50 random changes, 3 SIGKILLs (TestHotPlugSurvivesDaemonKills; out of make test while intermittent, docs/hotplug.md)
-	MULTINET_E2E_HOTPLUG_KILLS=1 E2E_FLAGS='-run TestHotPlugSurvivesDaemonKills' hack/e2e.sh
-
 .PHONY: test-e2e-kindnet
 test-e2e-kindnet: ## the e2e suite on a cluster whose default network is kind's kindnet conflist (ptp + host-local /run/cni-ipam-state + portmap)
 	DEFAULT_NETWORK=kindnet hack/e2e.sh

@@ -469,6 +469,11 @@ evictionHard: {memory.available: "100Mi", nodefs.available: "1%", nodefs.inodesF
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 nodeStatusUpdateFrequency: 5s
+# A container that exits is restarted within 10 s however often it crashed,
+# instead of kubelet's default backoff of up to 5 min (KubeletCrashLoopBackOffMax,
+# beta and on since v1.35): the tests kill multinetd on purpose, many times
+# (docs/decisions/cluster.md "Crash-loop backoff").
+crashLoopBackOff: {maxContainerRestartPeriod: 10s}
 # Static pods (e2e: TestStaticPodNetworks, the Multus e2e static pod scenario).
 staticPodPath: $STATIC_POD_DIR
 EOF
