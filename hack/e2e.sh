@@ -27,6 +27,13 @@ diagnose() {
   kc get events -A --sort-by=.lastTimestamp 2>/dev/null | tail -n 25 >&2 || true
   local c
   for c in "${COMPONENTS[@]}"; do component_alive "$c" || explain_failure "$c"; done
+  # The extra nodes of a multi-node cluster (hack/lib/nodes.sh).
+  local f n
+  for f in "$PID_DIR"/*-holder.pid; do
+    [[ -e $f ]] || continue
+    n=$(basename "$f" -holder.pid)
+    for c in containerd kubelet kube-proxy; do component_alive "$n-$c" || explain_failure "$n-$c"; done
+  done
 }
 
 interrupted() {
