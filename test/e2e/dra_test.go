@@ -464,9 +464,18 @@ func TestDRARestarts(t *testing.T) {
 	if err := testCluster.kube.CoreV1().Pods(systemNamespace).Delete(ctx, old.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err := wait.PollUntilContextTimeout(testContext(t, 100*time.Second), 500*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
-		ps := runningPods(t, draDriverLabel)
-		return len(ps) == 1 && ps[0].UID != old.UID && podReady(ps[0]), nil
+	err := wait.PollUntilContextTimeout(testContext(t, 100*time.Second), 500*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		l, err := testCluster.kube.CoreV1().Pods(systemNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + draDriverLabel})
+		if err != nil {
+			return false, nil
+		}
+		for i := range l.Items {
+			p := &l.Items[i]
+			if p.UID != old.UID && p.DeletionTimestamp == nil && podReady(p) {
+				return true, nil
+			}
+		}
+		return false, nil
 	})
 	if err != nil {
 		t.Fatalf("no new %s pod ready: %v", draDriverLabel, err)
