@@ -10,6 +10,8 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -60,12 +62,18 @@ type Driver struct {
 	mu       sync.Mutex
 	names    map[string]map[string]pool.Device // DRA pool → device name → device, as last published
 	prepared map[types.UID][]preparedDevice    // claims prepared, by UID
-	owner    map[string]types.UID              // "<pool>/<device>" → claim that holds it
+	owner    map[string]holder                 // "<pool>/<device>" → claim that holds it
 	changed  chan struct{}                     // closed and replaced after each publish
 }
 
 type preparedDevice struct {
 	pool, device string
+}
+
+// holder is the claim a prepared device belongs to.
+type holder struct {
+	uid             types.UID
+	namespace, name string
 }
 
 // New returns a Driver for cfg's pools, discovered with env.
@@ -89,7 +97,7 @@ func New(cfg *config.Config, env pool.Env, opts Options) (*Driver, error) {
 		opts.HealthResend = 20 * time.Second
 	}
 	d := &Driver{opts: opts, byDRA: map[string]*servedPool{}, names: map[string]map[string]pool.Device{},
-		prepared: map[types.UID][]preparedDevice{}, owner: map[string]types.UID{}, changed: make(chan struct{})}
+		prepared: map[types.UID][]preparedDevice{}, owner: map[string]holder{}, changed: make(chan struct{})}
 	for i, pc := range cfg.Pools {
 		p, err := pool.New(pc, env)
 		if err != nil {
@@ -249,7 +257,7 @@ func (d *Driver) healthReport() (kubeletplugin.DeviceHealthReport, <-chan struct
 func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
 	for _, c := range claims {
-		devs, err := d.prepare(c)
+		devs, err := d.prepare(ctx, c)
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "Cannot prepare ResourceClaim", "claim", klog.KObj(c))
 			out[c.UID] = kubeletplugin.PrepareResult{Err: fmt.Errorf("ResourceClaim %s/%s: %w", c.Namespace, c.Name, err)}
@@ -260,7 +268,7 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 	return out, nil
 }
 
-func (d *Driver) prepare(c *resourceapi.ResourceClaim) ([]kubeletplugin.Device, error) {
+func (d *Driver) prepare(ctx context.Context, c *resourceapi.ResourceClaim) ([]kubeletplugin.Device, error) {
 	if c.Status.Allocation == nil {
 		return nil, errors.New("not allocated")
 	}
@@ -280,8 +288,8 @@ func (d *Driver) prepare(c *resourceapi.ResourceClaim) ([]kubeletplugin.Device, 
 			return nil, fmt.Errorf("device %s/%s is not published by driver %s on node %s", r.Pool, r.Device, d.opts.DriverName, d.opts.NodeName)
 		}
 		key := r.Pool + "/" + r.Device
-		if other, busy := d.owner[key]; busy && other != c.UID {
-			return nil, fmt.Errorf("device %s (%s) is prepared for another ResourceClaim (uid %s)", key, dev.ID, other)
+		if other, busy := d.owner[key]; busy && other.uid != c.UID && d.stillHolds(ctx, other, r.Pool, r.Device) {
+			return nil, fmt.Errorf("device %s (%s) is prepared for another ResourceClaim, %s/%s (uid %s), which still holds it", key, dev.ID, other.namespace, other.name, other.uid)
 		}
 		kd := kubeletplugin.Device{Requests: []string{r.Request}, PoolName: r.Pool, DeviceName: r.Device}
 		if len(dev.Mounts) > 0 || len(dev.DeviceNodes) > 0 {
@@ -296,10 +304,35 @@ func (d *Driver) prepare(c *resourceapi.ResourceClaim) ([]kubeletplugin.Device, 
 		return nil, err
 	}
 	for _, h := range held {
-		d.owner[h.pool+"/"+h.device] = c.UID
+		d.owner[h.pool+"/"+h.device] = holder{uid: c.UID, namespace: c.Namespace, name: c.Name}
 	}
 	d.prepared[c.UID] = held
 	return out, nil
+}
+
+// stillHolds reports whether claim h (prepared earlier, not unprepared
+// yet) is still allocated device pool/device: the kubelet may unprepare a
+// deleted pod's claim after the scheduler gave its device to a new claim
+// (the old claim is gone then), which is no conflict. When the API cannot
+// say, the device counts as held.
+func (d *Driver) stillHolds(ctx context.Context, h holder, pool, device string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := d.opts.Client.ResourceV1().ResourceClaims(h.namespace).Get(ctx, h.name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return false
+	case err != nil:
+		return true
+	case c.UID != h.uid || c.Status.Allocation == nil:
+		return false
+	}
+	for _, r := range c.Status.Allocation.Devices.Results {
+		if r.Driver == d.opts.DriverName && r.Pool == pool && r.Device == device {
+			return true
+		}
+	}
+	return false
 }
 
 // UnprepareResourceClaims implements kubeletplugin.DRAPlugin: the claim's
@@ -311,7 +344,7 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 	defer d.mu.Unlock()
 	for _, c := range claims {
 		for _, h := range d.prepared[c.UID] {
-			if d.owner[h.pool+"/"+h.device] == c.UID {
+			if d.owner[h.pool+"/"+h.device].uid == c.UID {
 				delete(d.owner, h.pool+"/"+h.device)
 			}
 		}

@@ -267,33 +267,60 @@ func claim(uid, device string) *resourceapi.ResourceClaim {
 	}
 }
 
+// apiClaim creates a claim in the API server allocated device of the
+// node-b pool, and returns it.
+func apiClaim(t *testing.T, r *running, name, device string) *resourceapi.ResourceClaim {
+	t.Helper()
+	ctx := context.Background()
+	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{
+			{Name: "net", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "c"}},
+			{Name: "other", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "c"}}}}}}
+	c, err := r.admin.ResourceV1().ResourceClaims("default").Create(ctx, c, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Status = claim("x", device).Status
+	if c, err = r.admin.ResourceV1().ResourceClaims("default").UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.admin.ResourceV1().ResourceClaims("default").Delete(ctx, name, metav1.DeleteOptions{}) })
+	return c
+}
+
 // TestPrepareUnprepare: a claim's device of this driver is prepared with a
 // CDI spec carrying its slot mount (devices of other drivers are not ours);
-// a second claim for a held device, and a device the node does not publish,
-// fail; unprepare frees the device and removes the spec, and is idempotent.
+// another claim for a device a live claim still holds, and a device the
+// node does not publish, fail; once the holder is unprepared, or deleted
+// from the API without an unprepare yet (the kubelet unprepares a deleted
+// pod's claim late), the device can be prepared again; unprepare removes
+// the spec and is idempotent.
 func TestPrepareUnprepare(t *testing.T) {
 	r := startDriver(t, "dra-node-b")
 	r.waitSlice(t, "the slice", func(s *resourceapi.ResourceSlice) bool { return len(s.Spec.Devices) == 2 })
 	ctx := context.Background()
-	res, err := r.d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{claim("u1", "slot1"), claim("u2", "slot1"), claim("u3", "slot9")})
+	c1 := apiClaim(t, r, "c1", "slot1")
+	res, err := r.d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{c1, claim("u2", "slot1"), claim("u3", "slot9")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res["u1"].Err != nil {
-		t.Fatalf("u1: %v", res["u1"].Err)
+	if res[c1.UID].Err != nil {
+		t.Fatalf("c1: %v", res[c1.UID].Err)
 	}
-	devs := res["u1"].Devices
+	devs := res[c1.UID].Devices
+	cdiName := string(c1.UID) + "-slot1"
 	if len(devs) != 1 || devs[0].DeviceName != "slot1" || devs[0].PoolName != "dra-node-b/example.com/vhost" ||
-		len(devs[0].Requests) != 1 || devs[0].Requests[0] != "net" || len(devs[0].CDIDeviceIDs) != 1 || devs[0].CDIDeviceIDs[0] != "multinet.io/net=u1-slot1" {
-		t.Errorf("u1 devices = %+v", devs)
+		len(devs[0].Requests) != 1 || devs[0].Requests[0] != "net" || len(devs[0].CDIDeviceIDs) != 1 || devs[0].CDIDeviceIDs[0] != "multinet.io/net="+cdiName {
+		t.Errorf("c1 devices = %+v", devs)
 	}
-	if res["u2"].Err == nil || !strings.Contains(res["u2"].Err.Error(), "prepared for another ResourceClaim") {
-		t.Errorf("u2 (the same device) = %v, want held by u1", res["u2"].Err)
+	if res["u2"].Err == nil || !strings.Contains(res["u2"].Err.Error(), "prepared for another ResourceClaim, default/c1") {
+		t.Errorf("u2 (the same device) = %v, want held by c1", res["u2"].Err)
 	}
 	if res["u3"].Err == nil || !strings.Contains(res["u3"].Err.Error(), "not published") {
 		t.Errorf("u3 (unknown device) = %v", res["u3"].Err)
 	}
-	data, err := os.ReadFile(filepath.Join(r.cdiDir, DefaultDriverName+"-u1.json"))
+	specFile := filepath.Join(r.cdiDir, DefaultDriverName+"-"+string(c1.UID)+".json")
+	data, err := os.ReadFile(specFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,23 +328,35 @@ func TestPrepareUnprepare(t *testing.T) {
 	if err := json.Unmarshal(data, &spec); err != nil {
 		t.Fatal(err)
 	}
-	if spec.Kind != cdiKind || len(spec.Devices) != 1 || spec.Devices[0].Name != "u1-slot1" || len(spec.Devices[0].ContainerEdits.Mounts) != 1 ||
+	if spec.Kind != cdiKind || len(spec.Devices) != 1 || spec.Devices[0].Name != cdiName || len(spec.Devices[0].ContainerEdits.Mounts) != 1 ||
 		spec.Devices[0].ContainerEdits.Mounts[0].HostPath != filepath.Join(r.slotDir, "slot1") || spec.Devices[0].ContainerEdits.Mounts[0].ContainerPath != "/var/run/vhu/slot1" {
 		t.Errorf("CDI spec = %s", data)
 	}
 
 	for range 2 { // idempotent
-		ures, err := r.d.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{{UID: "u1"}})
-		if err != nil || ures["u1"] != nil {
-			t.Fatalf("unprepare u1: %v %v", err, ures["u1"])
+		ures, err := r.d.UnprepareResourceClaims(ctx, []kubeletplugin.NamespacedObject{{UID: c1.UID}})
+		if err != nil || ures[c1.UID] != nil {
+			t.Fatalf("unprepare c1: %v %v", err, ures[c1.UID])
 		}
 	}
-	if _, err := os.Stat(filepath.Join(r.cdiDir, DefaultDriverName+"-u1.json")); !os.IsNotExist(err) {
+	if _, err := os.Stat(specFile); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("CDI spec after unprepare: %v", err)
 	}
 	res, err = r.d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{claim("u2", "slot1")})
 	if err != nil || res["u2"].Err != nil {
-		t.Errorf("u2 after u1 was unprepared: %v %v", err, res["u2"].Err)
+		t.Errorf("u2 after c1 was unprepared: %v %v", err, res["u2"].Err)
+	}
+
+	// A holder gone from the API without an unprepare: no conflict.
+	c4 := apiClaim(t, r, "c4", "slot0")
+	if res, err := r.d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{c4}); err != nil || res[c4.UID].Err != nil {
+		t.Fatalf("c4: %v %v", err, res[c4.UID].Err)
+	}
+	if err := r.admin.ResourceV1().ResourceClaims("default").Delete(ctx, "c4", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := r.d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{claim("u5", "slot0")}); err != nil || res["u5"].Err != nil {
+		t.Errorf("u5 after its holder c4 was deleted: %v %v", err, res["u5"].Err)
 	}
 }
 

@@ -358,7 +358,7 @@ func TestDRAPendingUntilFree(t *testing.T) {
 	}
 
 	deletePod(t, ns, "h1")
-	w = waitRunning(t, ns, "waiter", 120*time.Second)
+	w = waitRunning(t, ns, "waiter", 180*time.Second)
 	if got := checkDRAAttachment(t, w, 1, "net1", macs); got != freed {
 		t.Errorf("waiter got device %s, want %s freed by h1", got, freed)
 	}
