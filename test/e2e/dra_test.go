@@ -534,3 +534,50 @@ func podReady(p *corev1.Pod) bool {
 	}
 	return false
 }
+
+// TestDRAHealth: a DRA netdev set down is tainted NoSchedule in the slice
+// (netlink, then the ResourceSlice controller) and a pod needing a device
+// gets the other one; set up, the taint goes.
+func TestDRAHealth(t *testing.T) {
+	requireDRA(t)
+	macs := draMACs(t)
+	down := draDevices[1]
+	setLink(t, down, "down")
+	t.Cleanup(func() { setLink(t, down, "up") })
+	waitTaint(t, down, true)
+	ns := newNamespace(t)
+	draNet(t, ns, "dn", false)
+	p := runPod(t, podSpec(ns, "p", "dn"))
+	if got := checkDRAAttachment(t, p, 1, "net1", macs); got == down {
+		t.Errorf("the pod got %s, which is tainted unhealthy", down)
+	}
+	setLink(t, down, "up")
+	waitTaint(t, down, false)
+	deletePod(t, ns, "p")
+	waitDevicesHome(t, macs)
+	assertNoRecords(t, ns)
+}
+
+// waitTaint waits until device's unhealthy taint in the node's slice is
+// present (want) or absent.
+func waitTaint(t *testing.T, device string, want bool) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(testContext(t, 70*time.Second), 250*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		for _, s := range draSlices(t) {
+			for _, d := range s.Spec.Devices {
+				if d.Name != device {
+					continue
+				}
+				has := false
+				for _, tt := range d.Taints {
+					has = has || (tt.Key == dra.UnhealthyTaintKey && tt.Effect == resourceapi.DeviceTaintEffectNoSchedule)
+				}
+				return has == want, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("device %s: unhealthy taint present=%v not reached: %v; slices: %+v", device, want, err, draSlices(t))
+	}
+}
