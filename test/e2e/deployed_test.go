@@ -23,7 +23,7 @@ import (
 
 // TestDeployedComponents: `kubectl apply -k deploy/overlays/local` (through
 // hack/cluster-deployed.sh, which cluster-up runs) left multinetd and the
-// device plugin DaemonSets and the webhook Deployment fully rolled out and
+// device plugin and DRA driver DaemonSets and the webhook Deployment fully rolled out and
 // Ready with the images of the last `make images`, the webhook's CA in both
 // configurations, and multinetd's CNI config on the node.
 func TestDeployedComponents(t *testing.T) {
@@ -32,7 +32,7 @@ func TestDeployedComponents(t *testing.T) {
 	images := builtImages(t)
 	apps := testCluster.kube.AppsV1()
 
-	for _, name := range []string{"multinetd", "multinet-deviceplugin"} {
+	for _, name := range []string{"multinetd", "multinet-deviceplugin", "multinet-dra-driver"} {
 		ds, err := apps.DaemonSets(systemNamespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatalf("daemonset %s: %v", name, err)
