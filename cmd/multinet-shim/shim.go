@@ -125,7 +125,8 @@ func checkNetns(args *skel.CmdArgs) error {
 }
 
 // forward sends one operation to multinetd (api.Forwarder: DEL and GC are
-// sent again while it restarts, until the shim's timeout).
+// sent again while it restarts, ADD and CHECK while nothing listens on its
+// socket, until the shim's timeout).
 func forward(cmd string, args *skel.CmdArgs) (*api.Response, error) {
 	c, err := loadConfig(args.StdinData)
 	if err != nil {
@@ -136,5 +137,5 @@ func forward(cmd string, args *skel.CmdArgs) (*api.Response, error) {
 
 // forwarder is the api.Forwarder of c.
 func (c *config) forwarder() api.Forwarder {
-	return api.Forwarder{Plugin: "multinet-shim", SocketPath: c.socketPath, Timeout: c.timeout, TimeoutField: "timeout"}
+	return api.Forwarder{Plugin: "multinet-shim", SocketPath: c.socketPath, Timeout: c.timeout, TimeoutField: "timeout", WaitForServer: true}
 }

@@ -246,12 +246,14 @@ func TestNoDaemon(t *testing.T) {
 
 // DEL and GC wait for a restarting multinetd: the runtime sends them once
 // (containerd's cleanup after a failed ADD), so a DEL sent while nothing
-// listens is delivered when multinetd listens again, within the timeout;
-// ADD fails at once (the kubelet retries it with a new sandbox).
+// listens is delivered when multinetd listens again, within the timeout.
+// ADD and CHECK wait too while nothing listens (a rolling upgrade of the
+// DaemonSet: issue 11), but fail at once when the answer of a delivered
+// request is lost (the kubelet retries ADD with a new sandbox).
 func TestDelWaitsForRestartingDaemon(t *testing.T) {
-	for _, cmd := range []string{"DEL", "GC"} {
+	for _, cmd := range []string{"DEL", "GC", "ADD", "CHECK"} {
 		t.Run(cmd, func(t *testing.T) {
-			h := &handler{}
+			h := &handler{result: `{"cniVersion":"1.1.0"}`}
 			dir := t.TempDir()
 			sock := filepath.Join(dir, "multinetd.sock")
 			done := make(chan run, 1)
@@ -293,12 +295,42 @@ func TestDelWaitsForRestartingDaemon(t *testing.T) {
 			t.Errorf("multinetd got %v, want the DEL again", got)
 		}
 	})
+	// multinetd killed after taking the ADD, before answering: not sent
+	// again.
+	t.Run("ADD after a lost answer", func(t *testing.T) {
+		sock := filepath.Join(t.TempDir(), "multinetd.sock")
+		dying, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dying.Close()
+		done := make(chan run, 1)
+		go func() { done <- execShim(t, cniEnv("ADD"), netconf("1.1.0", sock, `, "timeout": "20s"`)) }()
+		conn, err := dying.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.Close()
+		if e := cniError(t, <-done); e.Code != 11 {
+			t.Errorf("ADD after a lost answer: %+v, want code 11", e)
+		}
+		if conn, err := acceptWithin(dying, 500*time.Millisecond); err == nil {
+			_ = conn.Close()
+			t.Errorf("ADD after a lost answer was sent again")
+		}
+	})
+	// No multinetd at all: ADD fails with 11 once the timeout is over.
 	sock := filepath.Join(t.TempDir(), "absent.sock")
-	start := time.Now()
-	e := cniError(t, execShim(t, cniEnv("ADD"), netconf("1.1.0", sock, `, "timeout": "20s"`)))
-	if e.Code != 11 || time.Since(start) > 10*time.Second {
-		t.Errorf("ADD without multinetd: %+v after %s, want code 11 at once", e, time.Since(start))
+	e := cniError(t, execShim(t, cniEnv("ADD"), netconf("1.1.0", sock, `, "timeout": "1s"`)))
+	if e.Code != 11 || !strings.Contains(e.Msg, sock) {
+		t.Errorf("ADD without multinetd: %+v, want code 11 naming %s", e, sock)
 	}
+}
+
+// acceptWithin accepts one connection on l, giving up after d.
+func acceptWithin(l net.Listener, d time.Duration) (net.Conn, error) {
+	_ = l.(*net.UnixListener).SetDeadline(time.Now().Add(d))
+	return l.Accept()
 }
 
 // STATUS passes the daemon's verdict through (CNI spec "STATUS": 50, 51).

@@ -118,8 +118,8 @@ func (n clusterNode) clusterDir(t *testing.T) string {
 	return filepath.Join(dir, "nodes", n.Name)
 }
 
-// records lists multinetd's attachment record files of pod ns/name on
-// the node.
+// records lists multinetd's attachment record files of pod ns/name
+// ("" name: every pod of ns) on the node.
 func (n clusterNode) records(t *testing.T, ns, name string) []string {
 	t.Helper()
 	matches, _ := filepath.Glob(filepath.Join(n.clusterDir(t), "multinet", "state", "records", "*"))
@@ -133,7 +133,7 @@ func (n clusterNode) records(t *testing.T, ns, name string) []string {
 			PodNamespace string `json:"podNamespace"`
 			PodName      string `json:"podName"`
 		}
-		if json.Unmarshal(data, &r) == nil && r.PodNamespace == ns && r.PodName == name {
+		if json.Unmarshal(data, &r) == nil && r.PodNamespace == ns && (name == "" || r.PodName == name) {
 			out = append(out, m)
 		}
 	}
@@ -288,6 +288,31 @@ func createPods(t *testing.T, pods []*corev1.Pod) {
 	}
 }
 
+// deletePods deletes the pods at once (a goroutine each; one DeleteCollection
+// of 150 pods outlasts the client's timeout) and fails the test on any error.
+func deletePods(t *testing.T, pods []*corev1.Pod) {
+	t.Helper()
+	ctx := testContext(t, 2*time.Minute)
+	var mu sync.Mutex
+	var errs []string
+	var wg sync.WaitGroup
+	for _, p := range pods {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := testCluster.kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				mu.Lock()
+				errs = append(errs, fmt.Sprintf("%s: %v", p.Name, err))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("delete %d pods: %d failed: %s", len(pods), len(errs), strings.Join(errs, "; "))
+	}
+}
+
 // waitPodsRunning waits until every pod of ns is Running with its
 // network-status and returns them by name.
 func waitPodsRunning(t *testing.T, ns string, want int, within time.Duration) map[string]*corev1.Pod {
@@ -318,12 +343,19 @@ func waitPodsRunning(t *testing.T, ns string, want int, within time.Duration) ma
 	return running
 }
 
-// sandboxFailures returns the messages of the FailedCreatePodSandBox events
-// (a failed CNI ADD) of the namespace's pods.
-func sandboxFailures(t *testing.T, ns string) []string {
+// killFailures returns the messages of the FailedKillPodSandbox events (a
+// failed CNI DEL) of the namespace's pods.
+func killFailures(t *testing.T, ns string) []string {
+	t.Helper()
+	return eventMessages(t, ns, "FailedKillPodSandbox")
+}
+
+// eventMessages returns "pod: message" of the namespace's events with the
+// reason, sorted.
+func eventMessages(t *testing.T, ns, reason string) []string {
 	t.Helper()
 	ctx := testContext(t, 30*time.Second)
-	list, err := testCluster.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedCreatePodSandBox"})
+	list, err := testCluster.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + reason})
 	if err != nil {
 		t.Fatalf("list events: %v", err)
 	}
@@ -333,6 +365,27 @@ func sandboxFailures(t *testing.T, ns string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// waitPodPhase waits until pod ns/name runs with its network-status.
+func waitPodPhase(ctx context.Context, ns, name string, within time.Duration) error {
+	var p *corev1.Pod
+	err := wait.PollUntilContextTimeout(ctx, time.Second, within, true, func(ctx context.Context) (bool, error) {
+		var err error
+		p, err = testCluster.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodRunning && p.Annotations[status.Annotation] != "", nil
+	})
+	if err != nil {
+		return fmt.Errorf("pod %s/%s not running within %s: %w\n%s", ns, name, within, err, podEvents(ns, name))
+	}
+	return nil
+}
+
+// sandboxFailures returns the messages of the FailedCreatePodSandBox events
+// (a failed CNI ADD) of the namespace's pods.
+func sandboxFailures(t *testing.T, ns string) []string {
+	t.Helper()
+	return eventMessages(t, ns, "FailedCreatePodSandBox")
 }
 
 // deletePodOn deletes the pod and waits until it is gone and the node's

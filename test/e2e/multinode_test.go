@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -182,10 +183,7 @@ func TestMultiNodeBurst(t *testing.T) {
 	if got := poolAllocations(t, pool); len(got) != total {
 		t.Errorf("pool %s: %d IPAllocations for %d pods", pool, len(got), total)
 	}
-	ctx := testContext(t, 5*time.Minute)
-	if err := testCluster.kube.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-		t.Fatalf("delete the pods: %v", err)
-	}
+	deletePods(t, pods)
 	waitPoolAllocations(t, pool, 0, 4*time.Minute)
 }
 
@@ -320,4 +318,209 @@ func TestMultiNodeNodeKilled(t *testing.T) {
 	}
 	deletePodOn(t, nodes[0], ns, "survivor")
 	waitPoolAllocations(t, pool, 0, 30*time.Second)
+}
+
+// netdevIPAMNet creates NAD ns/name for the netdev pool (multinet-netdev,
+// the deviceID capability) with multinet-ipam on pool "e2e-dev-<ns>", so
+// that device pods on different nodes never share an address.
+func netdevIPAMNet(t *testing.T, ns, name, resourceName string) {
+	t.Helper()
+	createNAD(t, ns, name, map[string]any{
+		"cniVersion": "1.1.0", "name": name, "type": "multinet-netdev",
+		"capabilities": map[string]bool{"deviceID": true, "CNIDeviceInfoFile": true},
+		"ipam": map[string]any{
+			"type": "multinet-ipam", "pool": "e2e-dev-" + ns,
+			"socketPath": filepath.Join(testCluster.mustEnv(t, "MULTINET_CLUSTER_DIR"), "multinet", "run", "ipam.sock"),
+			"ranges":     [][]map[string]string{{{"subnet": "10.251.0.0/24"}}},
+		},
+	}, map[string]string{resourceNameAnnotation: resourceName})
+}
+
+// TestMultiNodeDevicePools: the netdev pool differs per node (4 devices on
+// the host, fewer on the extra nodes); pods that select the device-backed
+// network land only on nodes with a free device, one per device; with every
+// pool full the next pod stays Pending (FailedScheduling), and it runs on
+// the node where a device is freed.
+func TestMultiNodeDevicePools(t *testing.T) {
+	nodes := requireNodes(t, 2)
+	resourceName, _ := netdevPool(t)
+	ctx := testContext(t, 8*time.Minute)
+	free := map[string]int64{}
+	var total int64
+	for _, n := range nodes {
+		node, err := testCluster.kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := node.Status.Allocatable[corev1.ResourceName(resourceName)]
+		free[n.Name] = q.Value()
+		total += q.Value()
+	}
+	t.Logf("%s allocatable per node: %v", resourceName, free)
+	if len(free) < 2 || total == 0 {
+		t.Fatalf("%s allocatable per node %v: want devices on several nodes", resourceName, free)
+	}
+	ns := newNamespace(t)
+	netdevIPAMNet(t, ns, "dev", resourceName)
+	var pods []*corev1.Pod
+	for i := int64(0); i < total; i++ {
+		p := podSpec(ns, fmt.Sprintf("dev-%d", i), "dev")
+		waitInjected(t, p, resourceName, 1)
+		pods = append(pods, p)
+	}
+	createPods(t, pods)
+	running := waitPodsRunning(t, ns, int(total), 4*time.Minute)
+	placed := map[string]int64{}
+	for _, p := range running {
+		placed[p.Spec.NodeName]++
+		if s := attachmentStatus(t, p, "net1"); len(s.IPs) != 1 {
+			t.Errorf("pod %s on %s: net1 %+v, want one address", p.Name, p.Spec.NodeName, s)
+		}
+	}
+	for name, n := range free {
+		if placed[name] != n {
+			t.Errorf("node %s: %d device pods, want %d (its free devices); placement %v", name, placed[name], n, placed)
+		}
+	}
+
+	waiter := podSpec(ns, "waiter", "dev")
+	if _, err := createPod(t, waiter); err != nil {
+		t.Fatalf("create pod: %v", err)
+	}
+	t.Logf("event: %s", waitEvent(t, ns, "waiter", "FailedScheduling", "Insufficient "+resourceName))
+	w, err := testCluster.kube.CoreV1().Pods(ns).Get(ctx, "waiter", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Status.Phase != corev1.PodPending || w.Spec.NodeName != "" {
+		t.Fatalf("pod waiter: phase %s node %q, want Pending and unscheduled", w.Status.Phase, w.Spec.NodeName)
+	}
+	// Free a device on the last node: the waiter goes there.
+	last := nodes[len(nodes)-1]
+	var victim string
+	for name, p := range running {
+		if p.Spec.NodeName == last.Name {
+			victim = name
+			break
+		}
+	}
+	if victim == "" {
+		t.Fatalf("no device pod on %s", last.Name)
+	}
+	deletePodOn(t, last, ns, victim)
+	w = waitRunning(t, ns, "waiter", 2*time.Minute)
+	if w.Spec.NodeName != last.Name {
+		t.Errorf("pod waiter runs on %s, want %s (the only node with a free device)", w.Spec.NodeName, last.Name)
+	}
+	byNode := map[string]clusterNode{}
+	for _, n := range nodes {
+		byNode[n.Name] = n
+	}
+	running["waiter"] = w
+	delete(running, victim)
+	for name, p := range running {
+		deletePodOn(t, byNode[p.Spec.NodeName], ns, name)
+	}
+	waitPoolAllocations(t, "e2e-dev-"+ns, 0, 30*time.Second)
+}
+
+// TestMultiNodeRollingUpgrade: the multinetd and device plugin DaemonSets
+// are rolled (kubectl rollout restart: every pod replaced, node by node, as
+// an upgrade does) while pods on the spanning network are created and
+// deleted on every node: no CNI ADD or DEL fails (no FailedCreatePodSandBox
+// or FailedKillPodSandbox event) and no address is left allocated.
+func TestMultiNodeRollingUpgrade(t *testing.T) {
+	nodes := requireNodes(t, 2)
+	ns := newNamespace(t)
+	pool := spanningNAD(t, ns)
+	ctx := testContext(t, 12*time.Minute)
+	for _, ds := range []string{"multinetd", "multinet-deviceplugin"} {
+		if out, err := kubectl(ctx, "-n", "multinet-system", "rollout", "restart", "daemonset/"+ds); err != nil {
+			t.Fatalf("rollout restart %s: %v: %s", ds, err, out)
+		}
+	}
+	rolled := make(chan error, 1)
+	go func() {
+		for _, ds := range []string{"multinetd", "multinet-deviceplugin"} {
+			if out, err := kubectlTimeout(ctx, 8*time.Minute, "-n", "multinet-system", "rollout", "status", "daemonset/"+ds, "--timeout=7m"); err != nil {
+				rolled <- fmt.Errorf("rollout status %s: %v: %s", ds, err, out)
+				return
+			}
+		}
+		rolled <- nil
+	}()
+	// One worker per node: create a pod, wait until it runs, delete it,
+	// until the rollout is over (and at least 3 rounds each).
+	type result struct {
+		node   string
+		rounds int
+		err    error
+	}
+	done := make(chan struct{})
+	results := make(chan result, len(nodes))
+	for i, n := range nodes {
+		go func() {
+			r := result{node: n.Name}
+			defer func() { results <- r }()
+			for round := 0; ; round++ {
+				select {
+				case <-done:
+					if round >= 3 {
+						return
+					}
+				default:
+				}
+				name := fmt.Sprintf("roll-%d-%d", i, round)
+				p := onNode(podSpec(ns, name, `[{"name":"spanning","interface":"net1"}]`), n.Name)
+				if _, err := testCluster.kube.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+					r.err = fmt.Errorf("create %s: %w", name, err)
+					return
+				}
+				if err := waitPodPhase(ctx, ns, name, 3*time.Minute); err != nil {
+					r.err = err
+					return
+				}
+				if err := testCluster.kube.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+					r.err = fmt.Errorf("delete %s: %w", name, err)
+					return
+				}
+				r.rounds++
+			}
+		}()
+	}
+	if err := <-rolled; err != nil {
+		close(done)
+		t.Fatal(err)
+	}
+	close(done)
+	for range nodes {
+		r := <-results
+		if r.err != nil {
+			t.Errorf("node %s: %v", r.node, r.err)
+		}
+		t.Logf("node %s: %d pods created and deleted during the rollout", r.node, r.rounds)
+	}
+	// Every pod gone and torn down, then: no failed ADD or DEL, nothing left.
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := testCluster.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil || len(list.Items) > 0 {
+			return false, nil
+		}
+		for _, n := range nodes {
+			if len(n.records(t, ns, "")) > 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Errorf("pods or attachment records of %s left 3 min after the last deletion: %v", ns, err)
+	}
+	if f := sandboxFailures(t, ns); len(f) > 0 {
+		t.Errorf("%d failed CNI ADDs during the rollout:\n%s", len(f), strings.Join(f, "\n"))
+	}
+	if f := killFailures(t, ns); len(f) > 0 {
+		t.Errorf("%d failed CNI DELs during the rollout:\n%s", len(f), strings.Join(f, "\n"))
+	}
+	waitPoolAllocations(t, pool, 0, 60*time.Second)
 }

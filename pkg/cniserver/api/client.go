@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"syscall"
 	"time"
 )
 
@@ -62,6 +63,23 @@ func Dial(ctx context.Context, socketPath string, req *Request) (*Response, erro
 	return resp, nil
 }
 
+// sendAgain says whether a request that got no answer (err) is sent again.
+func sendAgain(cmd string, err error, waitForServer bool) bool {
+	switch cmd {
+	case CmdDel, CmdGC:
+		return true
+	case CmdAdd, CmdCheck:
+		return waitForServer && notListening(err)
+	}
+	return false
+}
+
+// notListening: the connection was refused or the socket does not exist;
+// the request was not delivered.
+func notListening(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT)
+}
+
 // ctxErr prefers the context's error when a deadline hit was caused by ctx,
 // so that callers can test errors.Is(err, context.DeadlineExceeded).
 func ctxErr(ctx context.Context, err error) error {
@@ -84,10 +102,24 @@ func ctxErr(ctx context.Context, err error) error {
 // at once: the kubelet retries ADD with a new sandbox, and STATUS must say
 // "not available" now. Used by multinet-shim and multinet-ipam.
 func Exchange(ctx context.Context, socketPath string, req *Request) (*Response, error) {
+	return exchange(ctx, socketPath, req, false)
+}
+
+// ExchangeWaiting is Exchange that also sends ADD and CHECK again until ctx
+// ends while nothing listens on the socket (no socket file, or connection
+// refused: multinetd is being replaced, as in a rolling upgrade of its
+// DaemonSet). Such a request never reached the server, so sending it again
+// cannot do anything twice; once connected, a lost answer still fails ADD
+// and CHECK at once. STATUS fails at once.
+func ExchangeWaiting(ctx context.Context, socketPath string, req *Request) (*Response, error) {
+	return exchange(ctx, socketPath, req, true)
+}
+
+func exchange(ctx context.Context, socketPath string, req *Request, waitForServer bool) (*Response, error) {
 	backoff := 100 * time.Millisecond
 	for {
 		resp, err := Dial(ctx, socketPath, req)
-		if err == nil || (req.Command != CmdDel && req.Command != CmdGC) || ctx.Err() != nil {
+		if err == nil || ctx.Err() != nil || !sendAgain(req.Command, err, waitForServer) {
 			return resp, err
 		}
 		select {

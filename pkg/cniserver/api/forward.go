@@ -26,6 +26,11 @@ type Forwarder struct {
 	// TimeoutField is the configuration key Timeout comes from ("timeout"),
 	// named in the error when it expires.
 	TimeoutField string
+	// WaitForServer: ADD and CHECK wait (within Timeout) while nothing
+	// listens on SocketPath, instead of failing at once
+	// (ExchangeWaiting): multinet-shim, so that pods created while
+	// multinetd is replaced do not fail their ADD.
+	WaitForServer bool
 }
 
 // Forward sends cmd with args to multinetd (Exchange: DEL and GC are sent
@@ -37,7 +42,11 @@ type Forwarder struct {
 func (f Forwarder) Forward(cmd string, args *skel.CmdArgs) (*Response, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), f.Timeout)
 	defer cancel()
-	resp, err := Exchange(ctx, f.SocketPath, &Request{
+	exchange := Exchange
+	if f.WaitForServer {
+		exchange = ExchangeWaiting
+	}
+	resp, err := exchange(ctx, f.SocketPath, &Request{
 		V:           Version,
 		Command:     cmd,
 		ContainerID: args.ContainerID,
