@@ -2,6 +2,7 @@ package dra
 
 import (
 	"fmt"
+	"github.com/multinet/multinet/pkg/draclaims"
 	"strings"
 	"time"
 
@@ -19,13 +20,12 @@ const (
 	// unless told otherwise.
 	DefaultDriverName = "dra.multinet.io"
 
-	// AttrResourceName is the device attribute holding the resource name of
-	// the device's pool (the NetworkAttachmentDefinition's resourceName).
-	AttrResourceName resourceapi.QualifiedName = "k8s.cni.cncf.io/resourceName"
-	// AttrDeviceID is the device attribute holding the device ID: the name
-	// of the device-info file (device-info spec §4.1.1) and the CNI
-	// runtimeConfig deviceID.
-	AttrDeviceID resourceapi.QualifiedName = "k8s.cni.cncf.io/deviceID"
+	// AttrResourceName and AttrDeviceID are the device attributes of the
+	// convention multinetd reads (draclaims.AttrResourceName,
+	// draclaims.AttrDeviceID), defined there so that multinetd does not
+	// link the driver.
+	AttrResourceName = draclaims.AttrResourceName
+	AttrDeviceID     = draclaims.AttrDeviceID
 	// AttrKind (in the driver's domain) is the pool kind: netdev, pci,
 	// vhostUser or memif.
 	AttrKind resourceapi.QualifiedName = "kind"

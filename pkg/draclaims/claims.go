@@ -17,8 +17,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+)
 
-	"github.com/multinet/multinet/pkg/dra"
+// The device attributes of the NPWG convention for network devices served
+// through DRA (Multus's DRA support and multinet's driver, pkg/dra, follow
+// it): a device of any driver that carries them can back an attachment.
+const (
+	// AttrResourceName is the device attribute holding the resource name of
+	// the device's pool (the NetworkAttachmentDefinition's resourceName).
+	AttrResourceName resourceapi.QualifiedName = "k8s.cni.cncf.io/resourceName"
+	// AttrDeviceID is the device attribute holding the device ID: the name
+	// of the device-info file (device-info spec §4.1.1) and the CNI
+	// runtimeConfig deviceID.
+	AttrDeviceID resourceapi.QualifiedName = "k8s.cni.cncf.io/deviceID"
 )
 
 // Device is the device a pod's resource claim holds for one attachment.
@@ -81,13 +92,13 @@ func (c *Client) Device(ctx context.Context, pod *corev1.Pod, podClaim, resource
 		if err != nil {
 			return nil, fmt.Errorf("pod claim %s: ResourceClaim %s/%s: %w", podClaim, pod.Namespace, name, err)
 		}
-		rn, id := stringAttr(dev, dra.AttrResourceName), stringAttr(dev, dra.AttrDeviceID)
+		rn, id := stringAttr(dev, AttrResourceName), stringAttr(dev, AttrDeviceID)
 		seen = append(seen, fmt.Sprintf("%s/%s/%s (resourceName %q)", r.Driver, r.Pool, r.Device, rn))
 		if rn != resourceName {
 			continue
 		}
 		if id == "" {
-			return nil, fmt.Errorf("pod claim %s: ResourceClaim %s/%s: device %s/%s/%s has no %s attribute", podClaim, pod.Namespace, name, r.Driver, r.Pool, r.Device, dra.AttrDeviceID)
+			return nil, fmt.Errorf("pod claim %s: ResourceClaim %s/%s: device %s/%s/%s has no %s attribute", podClaim, pod.Namespace, name, r.Driver, r.Pool, r.Device, AttrDeviceID)
 		}
 		return &Device{Namespace: claim.Namespace, Claim: claim.Name, ClaimUID: claim.UID,
 			Driver: r.Driver, Pool: r.Pool, Name: r.Device, ResourceName: rn, DeviceID: id}, nil

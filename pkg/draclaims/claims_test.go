@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/multinet/multinet/internal/apiservertest"
-	"github.com/multinet/multinet/pkg/dra"
 )
 
 func TestMain(m *testing.M) { os.Exit(apiservertest.Main(m)) }
@@ -35,10 +34,10 @@ func fixture(t *testing.T, kc kubernetes.Interface, node, ns string) (*corev1.Po
 	pool := node + "/example.com/dra"
 	dev := func(name, rn, id string) resourceapi.Device {
 		return resourceapi.Device{Name: name, Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-			dra.AttrResourceName: {StringValue: str(rn)}, dra.AttrDeviceID: {StringValue: str(id)}}}
+			AttrResourceName: {StringValue: str(rn)}, AttrDeviceID: {StringValue: str(id)}}}
 	}
 	slice := &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: node + "-slice"}, Spec: resourceapi.ResourceSliceSpec{
-		Driver: dra.DefaultDriverName, NodeName: str(node), Pool: resourceapi.ResourcePool{Name: pool, ResourceSliceCount: 1},
+		Driver: testDriver, NodeName: str(node), Pool: resourceapi.ResourcePool{Name: pool, ResourceSliceCount: 1},
 		Devices: []resourceapi.Device{dev("eth1", "example.com/dra", "eth1"), dev("eth2", "example.com/other", "eth2")}}}
 	if _, err := kc.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -58,8 +57,8 @@ func fixture(t *testing.T, kc kubernetes.Interface, node, ns string) (*corev1.Po
 		t.Fatal(err)
 	}
 	claim.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{
-		{Request: "net", Driver: dra.DefaultDriverName, Pool: pool, Device: "eth2"},
-		{Request: "net", Driver: dra.DefaultDriverName, Pool: pool, Device: "eth1"},
+		{Request: "net", Driver: testDriver, Pool: pool, Device: "eth2"},
+		{Request: "net", Driver: testDriver, Pool: pool, Device: "eth1"},
 	}}}
 	claim.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: pod.Name, UID: pod.UID}}
 	if claim, err = kc.ResourceV1().ResourceClaims(ns).UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
@@ -89,7 +88,7 @@ func TestDevice(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := Device{Namespace: "dra-device", Claim: claim.Name, ClaimUID: claim.UID, Driver: dra.DefaultDriverName,
+		want := Device{Namespace: "dra-device", Claim: claim.Name, ClaimUID: claim.UID, Driver: testDriver,
 			Pool: "node-d/example.com/dra", Name: "eth1", ResourceName: "example.com/dra", DeviceID: "eth1"}
 		if *d != want {
 			t.Errorf("device = %+v, want %+v", *d, want)
@@ -185,3 +184,7 @@ func TestNetworkData(t *testing.T) {
 		t.Errorf("networkData = %s", b)
 	}
 }
+
+// testDriver is multinet's driver name (dra.DefaultDriverName; pkg/dra
+// imports this package).
+const testDriver = "dra.multinet.io"
