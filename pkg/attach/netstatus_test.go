@@ -192,7 +192,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 func statusEnv(t *testing.T, obs *statusObserver, opt func(*Options)) (*env, *statusAPI) {
 	api := newStatusAPI()
 	e := newEnv(t, func(o *Options) {
-		o.Status = kube.NewStatusPatcher(api.client)
+		o.Status = kube.NewStatusPatcher(api.client.CoreV1())
 		if obs != nil {
 			o.Observer = obs
 		}
@@ -479,7 +479,7 @@ func TestStatusRetriesResumeAfterRestart(t *testing.T) {
 
 	obs := &statusObserver{}
 	events := &fakeEvents{}
-	eng := recordEngine(t, store, kube.NewStatusPatcher(api.client), obs, events)
+	eng := recordEngine(t, store, kube.NewStatusPatcher(api.client.CoreV1()), obs, events)
 	runRetries(t, eng, fastRetries)
 	eventually(t, "every pending status settled", func() bool {
 		return eng.PendingStatus() == 0 && obs.retries(RetryLanded) == 2

@@ -14,7 +14,8 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
@@ -60,9 +61,16 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	client, err := kubernetes.NewForConfig(restConfig)
+	// The typed core/v1 client only (pods, Events): the full clientset and
+	// its informer factory would link every API group's client, informer
+	// and lister into multinetd (issue 14: binary size, RSS).
+	client, err := corev1client.NewForConfig(restConfig)
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	resourceClient, err := resourcev1client.NewForConfig(restConfig)
+	if err != nil {
+		return fmt.Errorf("resource.k8s.io client: %w", err)
 	}
 	nadClient, err := versioned.NewForConfig(restConfig)
 	if err != nil {
@@ -125,7 +133,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 	// Events get their own client and rate limiter: a burst of pods must not
 	// queue the network-status PATCHes behind its Events.
-	eventsClient, err := kubernetes.NewForConfig(rest.CopyConfig(restConfig))
+	eventsClient, err := corev1client.NewForConfig(rest.CopyConfig(restConfig))
 	if err != nil {
 		return fmt.Errorf("kubernetes client for events: %w", err)
 	}
@@ -162,7 +170,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Status:          kube.NewStatusPatcher(client),
 		Events:          events,
 		Devices:         devices,
-		Claims:          draclaims.New(client, cfg.NodeName),
+		Claims:          draclaims.New(client, resourceClient, cfg.NodeName),
 		DevInfo:         devinfo.Store{Root: cfg.DevInfoRoot},
 		BinDirs:         cfg.CNIBinDirs,
 		CacheDir:        filepath.Join(cfg.StateDir, "cni-cache"),

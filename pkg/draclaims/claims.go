@@ -16,7 +16,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
 )
 
 // The device attributes of the NPWG convention for network devices served
@@ -53,12 +54,17 @@ func (d *Device) String() string {
 // Client reads claims and slices and writes claim status. Safe for
 // concurrent use.
 type Client struct {
-	kc   kubernetes.Interface
-	node string
+	pods     corev1client.PodsGetter
+	resource resourcev1client.ResourceV1Interface
+	node     string
 }
 
-// New returns a Client for node (the slices' spec.nodeName).
-func New(kc kubernetes.Interface, node string) *Client { return &Client{kc: kc, node: node} }
+// New returns a Client for node (the slices' spec.nodeName) reading pods
+// through pods and ResourceClaims and ResourceSlices through resource (the
+// typed clients alone, so that multinetd links no other API group's).
+func New(pods corev1client.PodsGetter, resource resourcev1client.ResourceV1Interface, node string) *Client {
+	return &Client{pods: pods, resource: resource, node: node}
+}
 
 // Device finds the device pod's resource claim podClaim
 // (spec.resourceClaims[].name) holds for a network of resource
@@ -72,7 +78,7 @@ func (c *Client) Device(ctx context.Context, pod *corev1.Pod, podClaim, resource
 	if err != nil {
 		return nil, err
 	}
-	claim, err := c.kc.ResourceV1().ResourceClaims(pod.Namespace).Get(ctx, name, metav1.GetOptions{})
+	claim, err := c.resource.ResourceClaims(pod.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("pod claim %s: ResourceClaim %s/%s: %w", podClaim, pod.Namespace, name, err)
 	}
@@ -124,7 +130,7 @@ func (c *Client) claimName(ctx context.Context, pod *corev1.Pod, podClaim string
 	if n, ok := find(pod); ok {
 		return n, nil
 	}
-	fresh, err := c.kc.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	fresh, err := c.pods.Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 	if err != nil {
 		return "", fmt.Errorf("pod claim %s: read pod: %w", podClaim, err)
 	}
@@ -137,7 +143,7 @@ func (c *Client) claimName(ctx context.Context, pod *corev1.Pod, podClaim string
 // sliceDevice finds device pool/name of driver in the node's ResourceSlices
 // (the pool's newest generation).
 func (c *Client) sliceDevice(ctx context.Context, driver, pool, name string) (*resourceapi.Device, error) {
-	l, err := c.kc.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
+	l, err := c.resource.ResourceSlices().List(ctx, metav1.ListOptions{
 		FieldSelector: "spec.driver=" + driver + ",spec.nodeName=" + c.node})
 	if err != nil {
 		return nil, fmt.Errorf("ResourceSlices of driver %s on node %s: %w", driver, c.node, err)

@@ -79,7 +79,7 @@ func TestDevice(t *testing.T) {
 	srv := apiservertest.Shared(t)
 	kc := kubernetes.NewForConfigOrDie(srv.Config())
 	pod, claim := fixture(t, kc, "node-d", "dra-device")
-	c := New(kc, "node-d")
+	c := New(kc.CoreV1(), kc.ResourceV1(), "node-d")
 	ctx := context.Background()
 	stale := pod.DeepCopy()
 	stale.Status.ResourceClaimStatuses = nil
@@ -114,7 +114,7 @@ func TestStatus(t *testing.T) {
 	srv := apiservertest.Shared(t)
 	kc := kubernetes.NewForConfigOrDie(srv.Config())
 	pod, _ := fixture(t, kc, "node-s", "dra-status")
-	c := New(kc, "node-s")
+	c := New(kc.CoreV1(), kc.ResourceV1(), "node-s")
 	ctx := context.Background()
 	d, err := c.Device(ctx, pod, "multinet-net-1", "example.com/dra")
 	if err != nil {

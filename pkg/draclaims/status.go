@@ -59,7 +59,7 @@ func setConditions(s *resourceapi.AllocatedDeviceStatus, st metav1.ConditionStat
 // when missing), or removes the entry when edit is nil, and writes the
 // status (UpdateStatus, retried on conflict).
 func (c *Client) update(ctx context.Context, d *Device, edit func(*resourceapi.AllocatedDeviceStatus, int64)) error {
-	claims := c.kc.ResourceV1().ResourceClaims(d.Namespace)
+	claims := c.resource.ResourceClaims(d.Namespace)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		claim, err := claims.Get(ctx, d.Claim, metav1.GetOptions{})
 		if err != nil {

@@ -5,7 +5,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
@@ -66,10 +65,12 @@ type Events struct {
 }
 
 // NewEvents starts an event broadcaster that writes to client as component
-// (e.g. "multinetd") on host. Call Shutdown when done.
-func NewEvents(ctx context.Context, client kubernetes.Interface, component, host string) *Events {
+// (e.g. "multinetd") on host; client is the typed core/v1 client
+// (kubernetes.Interface.CoreV1() or corev1client.NewForConfig). Call
+// Shutdown when done.
+func NewEvents(ctx context.Context, client typedcorev1.EventsGetter, component, host string) *Events {
 	b := record.NewBroadcaster(record.WithContext(ctx))
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.Events("")})
 	return &Events{
 		broadcaster: b,
 		recorder:    b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component, Host: host}),

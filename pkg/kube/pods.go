@@ -13,8 +13,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -22,7 +23,7 @@ import (
 // (spec.nodeName=<node>), with a short wait and a single GET as fallback for a
 // pod the informer has not delivered yet.
 type PodCache struct {
-	client   kubernetes.Interface
+	client   corev1client.PodsGetter
 	informer cache.SharedIndexInformer
 	// wait is how long Get waits for the informer before its one GET.
 	wait time.Duration
@@ -39,30 +40,48 @@ type PodCacheOptions struct {
 	Wait time.Duration
 }
 
-// NewPodCache builds (but does not start) the node-local pod informer.
-// Errors: empty NodeName.
-func NewPodCache(client kubernetes.Interface, opts PodCacheOptions) (*PodCache, error) {
+// NewPodCache builds (but does not start) the node-local pod informer on
+// client, the typed core/v1 client (kubernetes.Interface.CoreV1() or
+// corev1client.NewForConfig: no other API group's client or informer is
+// linked in). A client that implements IsWatchListSemanticsUnSupported
+// (client-go's fakes) is used without watch-list streaming. Errors: empty
+// NodeName.
+func NewPodCache(client corev1client.PodsGetter, opts PodCacheOptions) (*PodCache, error) {
 	if opts.NodeName == "" {
 		return nil, errors.New("pod cache: node name is empty")
 	}
 	if opts.Wait == 0 {
 		opts.Wait = 500 * time.Millisecond
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(client, opts.Resync,
-		informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
-			lo.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", opts.NodeName).String()
-		}))
-	inf := factory.Core().V1().Pods().Informer()
-	// Keep only what the daemon reads: drop managedFields to save memory.
-	if err := inf.SetTransform(func(obj any) (any, error) {
-		if p, ok := obj.(*corev1.Pod); ok {
-			p.ManagedFields = nil
-		}
-		return obj, nil
-	}); err != nil {
+	selector := fields.OneTermEqualSelector("spec.nodeName", opts.NodeName).String()
+	pods := client.Pods(metav1.NamespaceAll)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
+			lo.FieldSelector = selector
+			return pods.List(ctx, lo)
+		},
+		WatchFuncWithContext: func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
+			lo.FieldSelector = selector
+			return pods.Watch(ctx, lo)
+		},
+	}
+	// A client that says it cannot stream the initial list (a fake's
+	// IsWatchListSemanticsUnSupported) is listed, then watched.
+	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, client), &corev1.Pod{}, opts.Resync,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	if err := inf.SetTransform(TrimPod); err != nil {
 		return nil, fmt.Errorf("pod cache: set transform: %w", err)
 	}
 	return &PodCache{client: client, informer: inf, wait: opts.Wait}, nil
+}
+
+// TrimPod is the pod informer's transform: it keeps only what the daemon
+// reads, dropping managedFields to save memory. Other objects pass unchanged.
+func TrimPod(obj any) (any, error) {
+	if p, ok := obj.(*corev1.Pod); ok {
+		p.ManagedFields = nil
+	}
+	return obj, nil
 }
 
 // OnDelete calls f with the namespace, name and UID of every pod the
@@ -139,7 +158,7 @@ func (c *PodCache) Get(ctx context.Context, namespace, name, uid string) (*corev
 	}
 	if !ok {
 		var err error
-		pod, err = c.client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		pod, err = c.client.Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("get pod %s/%s: %w", namespace, name, err)
 		}

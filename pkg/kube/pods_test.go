@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
 // A static pod's sandbox carries the static pod's UID; the API holds its
@@ -19,7 +20,7 @@ func TestPodCacheGetMirrorPod(t *testing.T) {
 		Annotations: map[string]string{corev1.MirrorPodAnnotationKey: "static-uid", "kubernetes.io/config.source": "file"},
 	}, Spec: corev1.PodSpec{NodeName: "node1"}}
 	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "uid-2"}, Spec: corev1.PodSpec{NodeName: "node1"}}
-	c, err := NewPodCache(fake.NewClientset(mirror, other), PodCacheOptions{NodeName: "node1", Wait: 20 * time.Millisecond})
+	c, err := NewPodCache(fakePods(fake.NewClientset(mirror, other)), PodCacheOptions{NodeName: "node1", Wait: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,4 +44,17 @@ func TestPodCacheGetMirrorPod(t *testing.T) {
 	if _, err := c.Get(ctx, "default", "web", "static-uid"); !errors.Is(err, ErrUIDMismatch) {
 		t.Errorf("a regular pod under another UID: err = %v, want ErrUIDMismatch", err)
 	}
+}
+
+// fakePods gives NewPodCache the fake clientset's pods together with the
+// fake's IsWatchListSemanticsUnSupported (the typed fake alone lacks it, and
+// an informer would wait for a watch-list stream the fake never sends).
+func fakePods(cs *fake.Clientset) interface {
+	corev1client.PodsGetter
+	IsWatchListSemanticsUnSupported() bool
+} {
+	return struct {
+		corev1client.PodsGetter
+		*fake.Clientset
+	}{cs.CoreV1(), cs}
 }

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 )
 
 // StatusPatcher writes a pod annotation with one JSON merge PATCH of the
@@ -19,14 +19,14 @@ import (
 // It never GETs or PUTs the whole pod, and patching pods/status keeps
 // admission webhooks registered for "pods" off this path.
 type StatusPatcher struct {
-	client kubernetes.Interface
+	client corev1client.PodsGetter
 	// Backoff paces the retries of a failed PATCH.
 	backoff wait.Backoff
 }
 
 // NewStatusPatcher returns a StatusPatcher that retries a failed PATCH with
 // exponential backoff: 5 attempts, 50 ms doubling (about 1.5 s in all).
-func NewStatusPatcher(client kubernetes.Interface) *StatusPatcher {
+func NewStatusPatcher(client corev1client.PodsGetter) *StatusPatcher {
 	return &StatusPatcher{client: client, backoff: wait.Backoff{Duration: 50 * time.Millisecond, Factor: 2, Steps: 5}}
 }
 
@@ -53,7 +53,7 @@ func (p *StatusPatcher) PatchAnnotation(ctx context.Context, namespace, name, ui
 	}
 	var last error
 	err = wait.ExponentialBackoffWithContext(ctx, p.backoff, func(ctx context.Context) (bool, error) {
-		_, last = p.client.CoreV1().Pods(namespace).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{}, "status")
+		_, last = p.client.Pods(namespace).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{}, "status")
 		switch {
 		case last == nil:
 			return true, nil

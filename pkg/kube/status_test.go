@@ -46,7 +46,7 @@ func TestPatchAnnotation(t *testing.T) {
 				}
 				return tt.answer != nil, nil, tt.answer
 			})
-			p := &StatusPatcher{client: client, backoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 3}}
+			p := &StatusPatcher{client: client.CoreV1(), backoff: wait.Backoff{Duration: time.Millisecond, Factor: 1, Steps: 3}}
 			err := p.PatchAnnotation(context.Background(), "ns1", "web", "uid-1", "k8s.v1.cni.cncf.io/network-status", "[]")
 			if (err != nil) != tt.wantErr || errors.Is(err, ErrPodGone) != tt.wantGone {
 				t.Errorf("err = %v; want an error %v, ErrPodGone %v", err, tt.wantErr, tt.wantGone)
@@ -66,7 +66,7 @@ func TestPatchAnnotation(t *testing.T) {
 func TestPodCacheOnDelete(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "web", UID: "uid-1"}, Spec: corev1.PodSpec{NodeName: "node1"}}
 	client := fake.NewClientset(pod)
-	c, err := NewPodCache(client, PodCacheOptions{NodeName: "node1"})
+	c, err := NewPodCache(fakePods(client), PodCacheOptions{NodeName: "node1"})
 	if err != nil {
 		t.Fatal(err)
 	}
