@@ -449,7 +449,9 @@ func TestDRAWithDevicePlugin(t *testing.T) {
 // TestDRARestarts (issue 13, fifth test): the driver restarted publishes
 // its slice again (also when the slice was deleted meanwhile); after a
 // kubelet restart the driver is registered again; a pod running through
-// both is unaffected, and a new pod still gets its device.
+// both is unaffected, and a new pod still gets its device (the free one:
+// the running pod's device, which the restarted driver has not seen in the
+// host, is tainted until it comes back).
 func TestDRARestarts(t *testing.T) {
 	requireDRA(t)
 	macs := draMACs(t)
@@ -515,15 +517,33 @@ func TestDRARestarts(t *testing.T) {
 	deletePod(t, ns, "running")
 	waitDevicesHome(t, macs)
 	assertNoRecords(t, ns)
+	waitDRASlice(t, 60*time.Second) // both back in the host: healthy, untainted
 }
 
 // waitDRASliceAllocated waits for the node's slice to list both devices
-// again (dev, allocated to a running pod, is out of the host: netdev pools
-// keep such a device listed and healthy).
+// again, the free one untainted. dev, in the running pod's network
+// namespace, may be tainted unhealthy by a driver that started while it was
+// out of the host (a configured netdev never seen is unhealthy, as with the
+// device plugin); it cannot be allocated anyway while its claim holds it.
 func waitDRASliceAllocated(t *testing.T, dev string) {
 	t.Helper()
-	s := waitDRASlice(t, 120*time.Second)
-	t.Logf("slice %s lists %d devices (%s in a pod)", s.Name, len(s.Spec.Devices), dev)
+	err := wait.PollUntilContextTimeout(testContext(t, 130*time.Second), 500*time.Millisecond, 120*time.Second, true, func(context.Context) (bool, error) {
+		seen := map[string]bool{}
+		for _, s := range draSlices(t) {
+			for _, d := range s.Spec.Devices {
+				seen[d.Name] = d.Name == dev || len(d.Taints) == 0
+			}
+		}
+		for _, d := range draDevices {
+			if !seen[d] {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("the node's slice does not list %v (the free one untainted) within 2m: %+v", draDevices, draSlices(t))
+	}
 }
 
 func podReady(p *corev1.Pod) bool {
