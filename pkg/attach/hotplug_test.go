@@ -146,6 +146,48 @@ func statusIPs(list []status.NetworkStatus, ifName string) []string {
 	return nil
 }
 
+// crashedHotPlug hot-plugs pod to networks and then puts container id's
+// record back as it was on disk when the delegate's command (ADD or DEL)
+// on ifName began: what a multinetd killed at that moment leaves. It fails
+// the test when that delegate call never came.
+func (e *env) crashedHotPlug(id string, pod *corev1.Pod, networks, command, ifName string) (*corev1.Pod, *HotPlugResult) {
+	t := e.t
+	t.Helper()
+	path := e.store.Dir() + "/" + id + ".json"
+	var intent []byte
+	e.exec.before = func(c call) {
+		if c.Command == command && c.IfName == ifName {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Error(err)
+			}
+			intent = b
+		}
+	}
+	pod, res := e.mustHotPlug(pod, networks)
+	e.exec.before = nil
+	if intent == nil {
+		t.Fatalf("the %s on %s never ran", command, ifName)
+	}
+	if err := os.WriteFile(path, intent, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return pod, res
+}
+
+// restart replaces the engine with a new one over the same records and
+// options, as a restarted multinetd.
+func (e *env) restart() *Engine {
+	e.t.Helper()
+	eng, err := New(e.eng.opts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.eng = eng
+	e.exec.reset()
+	return eng
+}
+
 // Issue 12: adding one and then two networks to a running pod attaches
 // exactly the added elements, on the requested interface or the first free
 // netN, with the requested IP and MAC; the interfaces the pod had keep
@@ -356,29 +398,10 @@ func TestHotPlugCrashThenConverge(t *testing.T) {
 	id := "ctr-" + cnitest.UniqueName("")
 	e.add(id, pod)
 
-	// Snapshot the record as it is on disk when the last delegate of the
-	// hot-plug (the ADD of net-c) runs; restore it afterwards.
-	path := e.store.Dir() + "/" + id + ".json"
-	var intent []byte
-	e.exec.before = func(c call) {
-		if c.Command == "ADD" && c.IfName == "net1" {
-			b, err := os.ReadFile(path)
-			if err != nil {
-				t.Error(err)
-			}
-			intent = b
-		}
-	}
-	pod, res := e.mustHotPlug(pod, "net-b, net-c")
-	e.exec.before = nil
+	// Dead when the last delegate of the hot-plug (the ADD of net-c) runs.
+	pod, res := e.crashedHotPlug(id, pod, "net-b, net-c", "ADD", "net1")
 	if !slices.Equal(res.Added, []string{"ns1/net-c@net1"}) || !slices.Equal(res.Removed, []string{"ns1/net-a@net1"}) {
 		t.Fatalf("hot-plug result %+v", res)
-	}
-	if intent == nil {
-		t.Fatal("the ADD of net-c never ran")
-	}
-	if err := os.WriteFile(path, intent, 0o600); err != nil {
-		t.Fatal(err)
 	}
 	crashed := e.record(id)
 	if crashed.HotPlug == nil || !crashed.Attachments[len(crashed.Attachments)-1].HotPlugged || crashed.Attachments[len(crashed.Attachments)-1].Phase != state.PhasePlanned {
@@ -386,13 +409,7 @@ func TestHotPlugCrashThenConverge(t *testing.T) {
 	}
 
 	// The restart: a new engine over the same records.
-	opts := e.eng.opts
-	eng2, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.eng = eng2
-	e.exec.reset()
+	eng2 := e.restart()
 	pod = e.withNetworks(pod, "net-b, net-c")
 	if _, err := eng2.HotPlug(context.Background(), pod); err != nil {
 		t.Fatalf("hot-plug after the restart: %v", err)
@@ -406,29 +423,11 @@ func TestHotPlugCrashThenConverge(t *testing.T) {
 
 	// Dead while detaching net-b: the record says detach; the restarted
 	// multinetd runs its DEL again and forgets it.
-	e.exec.before = func(c call) {
-		if c.Command == "DEL" && c.IfName == "net2" {
-			b, err := os.ReadFile(path)
-			if err != nil {
-				t.Error(err)
-			}
-			intent = b
-		}
-	}
-	pod, _ = e.mustHotPlug(pod, "net-c")
-	e.exec.before = nil
-	if err := os.WriteFile(path, intent, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	pod, _ = e.crashedHotPlug(id, pod, "net-c", "DEL", "net2")
 	if r := e.record(id); r.HotPlug == nil || len(r.Attachments) != 3 || !r.Attachments[1].Detach {
 		t.Fatalf("intent record %+v, want net-b marked detach", r)
 	}
-	eng3, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.eng = eng3
-	e.exec.reset()
+	eng3 := e.restart()
 	if _, err := eng3.HotPlug(context.Background(), pod); err != nil {
 		t.Fatalf("hot-plug after the second restart: %v", err)
 	}
@@ -458,27 +457,8 @@ func TestHotPlugCrashThenSameNetworkBack(t *testing.T) {
 	before := statusIPs(e.lastStatus(pod), "net1")
 
 	// Dead during the ADD of net-c, after net-a (net1) was detached.
-	path := e.store.Dir() + "/" + id + ".json"
-	var intent []byte
-	e.exec.before = func(c call) {
-		if c.Command == "ADD" && c.IfName == "net1" {
-			b, err := os.ReadFile(path)
-			if err != nil {
-				t.Error(err)
-			}
-			intent = b
-		}
-	}
-	pod, _ = e.mustHotPlug(pod, "net-b, net-c")
-	e.exec.before = nil
-	if err := os.WriteFile(path, intent, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	eng2, err := New(e.eng.opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.eng = eng2
+	pod, _ = e.crashedHotPlug(id, pod, "net-b, net-c", "ADD", "net1")
+	eng2 := e.restart()
 	pod = e.withNetworks(pod, "net-a, net-b")
 	if _, err := eng2.HotPlug(context.Background(), pod); err != nil {
 		t.Fatalf("hot-plug after the restart: %v", err)
