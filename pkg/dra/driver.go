@@ -152,6 +152,7 @@ func (d *Driver) Run(ctx context.Context) error {
 	}
 	d.helper = helper
 	defer helper.Stop()
+	d.seedFromSlices(ctx)
 	if err := d.publish(ctx); err != nil {
 		return err
 	}
@@ -177,6 +178,35 @@ func (d *Driver) Run(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// seedFromSlices reads the node's slices of the driver as an earlier run
+// published them: a device published untainted then that is out of the
+// host now was moved into a pod while the driver was down, not lost
+// (pool.Seeder). Errors are logged: the devices then count as missing
+// until they come back.
+func (d *Driver) seedFromSlices(ctx context.Context) {
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	l, err := d.opts.Client.ResourceV1().ResourceSlices().List(lctx, metav1.ListOptions{
+		FieldSelector: "spec.driver=" + d.opts.DriverName + ",spec.nodeName=" + d.opts.NodeName})
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Cannot read the slices of an earlier run")
+		return
+	}
+	ids := map[string][]string{} // DRA pool → device IDs published healthy
+	for _, s := range l.Items {
+		for _, dev := range s.Spec.Devices {
+			if id := dev.Attributes[AttrDeviceID].StringValue; id != nil && len(dev.Taints) == 0 {
+				ids[s.Spec.Pool.Name] = append(ids[s.Spec.Pool.Name], *id)
+			}
+		}
+	}
+	for _, p := range d.pools {
+		if s, ok := p.pool.(pool.Seeder); ok && len(ids[p.name]) > 0 && s.AssumeSeen(ids[p.name]) {
+			klog.FromContext(ctx).Info("Devices out of the host, published healthy before: in use", "pool", p.name)
+		}
+	}
 }
 
 // publish hands the current devices of every pool to the ResourceSlice

@@ -201,6 +201,24 @@ func (p *netdevPool) goneLocked(name string) bool {
 	return true
 }
 
+// AssumeSeen implements Seeder: each named interface of ids that is absent
+// and was never seen by this pool counts as seen and then gone (healthy:
+// in a pod's network namespace). It reports whether a device changed.
+func (p *netdevPool) AssumeSeen(ids []string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	changed := false
+	for _, id := range ids {
+		if st, ok := p.links[id]; ok && st.index == 0 && !st.healthy {
+			st.healthy, changed = true, true
+		}
+	}
+	if changed {
+		p.rebuildLocked()
+	}
+	return changed
+}
+
 func (p *netdevPool) rebuildLocked() {
 	ds := make([]Device, 0, len(p.links))
 	for name, st := range p.links {

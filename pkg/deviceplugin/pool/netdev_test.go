@@ -169,3 +169,31 @@ func TestNetdevBadNetNS(t *testing.T) {
 		t.Fatal("NewNetdev with a missing netns succeeded")
 	}
 }
+
+// AssumeSeen: a named interface absent since the pool started counts as
+// in use (healthy) once a server says it published it before; a present
+// down interface and an unknown name are not touched.
+func TestNetdevAssumeSeen(t *testing.T) {
+	n := newTestNS(t)
+	inNS(t, n, func() error { return addDummy("seen0", false) })
+	p, err := NewNetdev("example.com/net", config.NetdevSelector{Names: []string{"away0", "seen0"}}, Env{NetNSPath: n.Path()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := health(p.Devices()); h["away0"] || h["seen0"] {
+		t.Fatalf("health before = %v, want both unhealthy (absent; down)", h)
+	}
+	s, ok := p.(Seeder)
+	if !ok {
+		t.Fatal("the netdev pool is no Seeder")
+	}
+	if !s.AssumeSeen([]string{"away0", "seen0", "other"}) {
+		t.Error("AssumeSeen reported no change")
+	}
+	if h := health(p.Devices()); !h["away0"] || h["seen0"] {
+		t.Errorf("health after = %v, want away0 healthy (in use), seen0 still down", h)
+	}
+	if s.AssumeSeen([]string{"away0"}) {
+		t.Error("a second AssumeSeen reported a change")
+	}
+}

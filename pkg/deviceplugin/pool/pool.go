@@ -81,6 +81,16 @@ type Pool interface {
 	Watch(ctx context.Context, changed func()) error
 }
 
+// Seeder is implemented by pools whose devices can leave the host while in
+// use (netdev pools: multinet-netdev moves them into pods). A server that
+// restarts while such a device is away learns from its own earlier
+// publication that the device was there (e.g. the DRA driver's
+// ResourceSlice) and tells the pool with AssumeSeen, so that the device
+// counts as in use rather than missing. AssumeSeen reports a change.
+type Seeder interface {
+	AssumeSeen(ids []string) bool
+}
+
 // Env is what pools need from the host besides their configuration.
 type Env struct {
 	// SysfsRoot is the sysfs mount point, "/sys" when empty.
