@@ -90,6 +90,10 @@ bench: ## cluster benchmark table (hack/bench.sh BENCH_ARGS; needs cluster-up, r
 	hack/bench.sh $(BENCH_ARGS)
 	$(MAKE) --no-print-directory bench-go
 
+.PHONY: bench-multinode
+bench-multinode: ## multinet-ipam against host-local on a 3-node cluster: p50/p99, 100 allocations at once across the nodes, conflicts, API requests per allocation (NODES=3 cluster-up, TestMultiNodeIPAMBench, cluster-down; table in _output/bench/multinode-ipam.md)
+	NODES=3 MULTINET_E2E_BENCH=1 E2E_FLAGS='-run TestMultiNodeIPAMBench' hack/e2e.sh
+
 .PHONY: measure
 measure: ## memory and CPU of each deployed component with MEASURE_PODS (default 50) multi-network pods (needs cluster-up)
 	hack/measure-components.sh $(or $(MEASURE_PODS),50)
