@@ -222,7 +222,7 @@ func (d *Driver) publish(ctx context.Context) error {
 			return err
 		}
 		d.names[p.name] = byName
-		res.Pools[p.name] = resourceslice.Pool{Slices: slices(devs)}
+		res.Pools[p.name] = resourceslice.Pool{Slices: sliceDevices(devs)}
 	}
 	if err := d.helper.PublishResources(ctx, res); err != nil {
 		return fmt.Errorf("dra driver %s: publish ResourceSlices: %w", d.opts.DriverName, err)

@@ -130,9 +130,9 @@ func (p *servedPool) device(name string, d pool.Device, now time.Time) resourcea
 	return dev
 }
 
-// slices splits devs into slices of at most maxDevicesPerSlice devices; a
+// sliceDevices splits devs into slices of at most maxDevicesPerSlice devices; a
 // pool without devices still gets one (empty) slice, so that it exists.
-func slices(devs []resourceapi.Device) []resourceslice.Slice {
+func sliceDevices(devs []resourceapi.Device) []resourceslice.Slice {
 	if len(devs) == 0 {
 		return []resourceslice.Slice{{}}
 	}

@@ -2,6 +2,7 @@ package draclaims
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -96,7 +97,7 @@ func (c *Client) update(ctx context.Context, d *Device, edit func(*resourceapi.A
 	switch {
 	case err == nil:
 		return nil
-	case edit == nil && (apierrors.IsNotFound(err) || err == ErrNoClaim):
+	case edit == nil && (apierrors.IsNotFound(err) || errors.Is(err, ErrNoClaim)):
 		return nil
 	}
 	return fmt.Errorf("status of device %s: %w", d, err)
