@@ -33,7 +33,7 @@ verify: ## gofmt check, go vet (also the e2e tag), no deprecated API (staticchec
 	hack/verify.sh
 
 .PHONY: test
-test: verify test-unit test-e2e chaos-short ## verify, unit tests, end-to-end tests on a real cluster, then the chaos suite's short form (docs/chaos.md)
+test: verify test-unit test-e2e test-multinode chaos-short ## verify, unit tests, end-to-end tests on a real cluster, the multi-node tests on a 3-node cluster, then the chaos suite's short form (docs/chaos.md)
 
 .PHONY: packages
 packages: ## install the Debian packages the tests and the cluster need when any is missing (hack/lib/cluster.sh ensure_packages)
