@@ -51,6 +51,28 @@ type IPAMConf struct {
 	SocketPath string `json:"socketPath,omitempty"`
 	// Timeout is how long the plugin waits for multinetd, a Go duration.
 	Timeout string `json:"timeout,omitempty"`
+
+	// whereabouts' range keys: not multinet-ipam's, refused with a hint
+	// (docs/multinet-ipam.md "Coming from whereabouts") rather than left
+	// unread, which would leave the network without its addresses.
+	WhereaboutsRange      json.RawMessage `json:"range,omitempty"`
+	WhereaboutsRangeStart json.RawMessage `json:"range_start,omitempty"`
+	WhereaboutsRangeEnd   json.RawMessage `json:"range_end,omitempty"`
+	WhereaboutsIPRanges   json.RawMessage `json:"ipRanges,omitempty"`
+}
+
+// whereaboutsKeys returns the whereabouts range keys ic sets, by name.
+func (ic *IPAMConf) whereaboutsKeys() []string {
+	var keys []string
+	for _, k := range []struct {
+		name string
+		v    json.RawMessage
+	}{{"range", ic.WhereaboutsRange}, {"range_start", ic.WhereaboutsRangeStart}, {"range_end", ic.WhereaboutsRangeEnd}, {"ipRanges", ic.WhereaboutsIPRanges}} {
+		if len(k.v) > 0 {
+			keys = append(keys, k.name)
+		}
+	}
+	return keys
 }
 
 // RangeConf is one range of a range set as written in the configuration.
@@ -129,7 +151,8 @@ func ParseNetConf(stdin []byte) (*NetConf, error) {
 // Errors (*ConfigError): no network name and no pool, a pool too long, no
 // range sets, an empty range set, a range that is not inside its subnet or
 // ends before it starts, a gateway outside the subnet, a range set mixing
-// address families, overlapping ranges, a malformed exclude prefix.
+// address families, overlapping ranges, a malformed exclude prefix,
+// whereabouts' range keys (range, range_start, range_end, ipRanges).
 func (nc *NetConf) Config() (*Config, error) {
 	ic := nc.IPAM
 	c := &Config{Network: nc.Name, Pool: ic.Pool, Routes: ic.Routes, DNS: ic.DNS}
@@ -141,6 +164,9 @@ func (nc *NetConf) Config() (*Config, error) {
 		return nil, &ConfigError{Field: "ipam.pool", Msg: `missing, and the network has no "name" to default to`}
 	case len(c.Pool) > MaxPoolLength:
 		return nil, &ConfigError{Field: "ipam.pool", Msg: fmt.Sprintf("%d characters, at most %d", len(c.Pool), MaxPoolLength)}
+	}
+	if keys := ic.whereaboutsKeys(); len(keys) > 0 {
+		return nil, &ConfigError{Field: "ipam." + keys[0], Msg: fmt.Sprintf(`%s: whereabouts' keys, which multinet-ipam does not read; write the range as "ranges": [[{"subnet": ..., "rangeStart": ..., "rangeEnd": ..., "gateway": ...}]] (host-local's form; "exclude" is the same; docs/multinet-ipam.md "Coming from whereabouts")`, strings.Join(keys, ", "))}
 	}
 	if len(ic.Ranges) == 0 {
 		return nil, &ConfigError{Field: "ipam.ranges", Msg: "at least one range set is required"}

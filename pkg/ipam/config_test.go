@@ -200,3 +200,26 @@ func FuzzParseNetConf(f *testing.F) {
 		}
 	})
 }
+
+// Configurations we did not write: whereabouts' README examples with only
+// the IPAM type changed are refused with the field and the way to write
+// them, not read as a network without ranges.
+func TestConfigWhereaboutsKeys(t *testing.T) {
+	for _, c := range []struct{ name, ipam, field string }{
+		{"README range and exclude", `"range":"192.168.2.225/28","exclude":["192.168.2.229/30","192.168.2.236/32"]`, "ipam.range"},
+		{"range_start and range_end", `"range":"192.168.2.0/24","range_start":"192.168.2.10","range_end":"192.168.2.100"`, "ipam.range"},
+		{"dual stack ipRanges", `"ipRanges":[{"range":"192.168.10.0/24"},{"range":"abcd::0/64"}]`, "ipam.ipRanges"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			nc, err := ParseNetConf([]byte(`{"cniVersion":"0.3.0","name":"whereaboutsexample","type":"macvlan","master":"eth0","mode":"bridge","ipam":{"type":"multinet-ipam",` + c.ipam + `}}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = nc.Config()
+			var ce *ConfigError
+			if !errors.As(err, &ce) || ce.Field != c.field || !strings.Contains(ce.Msg, "whereabouts") || !strings.Contains(ce.Msg, `"ranges"`) {
+				t.Errorf("Config() = %v, want a ConfigError on %s naming whereabouts and \"ranges\"", err, c.field)
+			}
+		})
+	}
+}
