@@ -46,6 +46,7 @@ import (
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -586,3 +587,52 @@ type missingError struct{ err error }
 
 func (e *missingError) Error() string { return e.err.Error() }
 func (e *missingError) Unwrap() error { return e.err }
+
+// ServiceAccountConfig creates (replacing what is there) the ClusterRoles and
+// ClusterRoleBindings of rbacFile, a multi-document YAML file named from the
+// module root (e.g. "deploy/base/multinetd-rbac.yaml"), and returns a
+// configuration impersonating ServiceAccount namespace/name with the groups
+// the API server gives it: a component tested with it has exactly the
+// privileges the install gives it. Other kinds in the file are skipped.
+func (s *Server) ServiceAccountConfig(tb testing.TB, rbacFile, namespace, name string) *rest.Config {
+	tb.Helper()
+	root, err := moduleRoot()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, rbacFile))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	kc := kubernetes.NewForConfigOrDie(s.Config())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		var kind struct{ Kind string }
+		if err := yaml.Unmarshal([]byte(doc), &kind); err != nil {
+			tb.Fatalf("%s: %v", rbacFile, err)
+		}
+		switch kind.Kind {
+		case "ClusterRole":
+			var r rbacv1.ClusterRole
+			if err := yaml.UnmarshalStrict([]byte(doc), &r); err != nil {
+				tb.Fatalf("%s: %v", rbacFile, err)
+			}
+			_ = kc.RbacV1().ClusterRoles().Delete(ctx, r.Name, metav1.DeleteOptions{})
+			if _, err := kc.RbacV1().ClusterRoles().Create(ctx, &r, metav1.CreateOptions{}); err != nil {
+				tb.Fatal(err)
+			}
+		case "ClusterRoleBinding":
+			var b rbacv1.ClusterRoleBinding
+			if err := yaml.UnmarshalStrict([]byte(doc), &b); err != nil {
+				tb.Fatalf("%s: %v", rbacFile, err)
+			}
+			_ = kc.RbacV1().ClusterRoleBindings().Delete(ctx, b.Name, metav1.DeleteOptions{})
+			if _, err := kc.RbacV1().ClusterRoleBindings().Create(ctx, &b, metav1.CreateOptions{}); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+	return s.ConfigAs("system:serviceaccount:"+namespace+":"+name,
+		"system:serviceaccounts", "system:serviceaccounts:"+namespace, "system:authenticated")
+}

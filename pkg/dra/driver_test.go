@@ -7,13 +7,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,7 +19,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
-	"sigs.k8s.io/yaml"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/multinet/multinet/internal/apiservertest"
@@ -37,41 +34,7 @@ func TestMain(m *testing.M) { os.Exit(apiservertest.Main(m)) }
 // privileges the install gives it.
 func driverIdentity(t *testing.T, srv *apiservertest.Server) *rest.Config {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	data, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "deploy", "base", "dra-driver-rbac.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc := kubernetes.NewForConfigOrDie(srv.Config())
-	ctx := context.Background()
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		var kind struct{ Kind string }
-		if err := yaml.Unmarshal([]byte(doc), &kind); err != nil {
-			t.Fatal(err)
-		}
-		switch kind.Kind {
-		case "ClusterRole":
-			var r rbacv1.ClusterRole
-			if err := yaml.UnmarshalStrict([]byte(doc), &r); err != nil {
-				t.Fatal(err)
-			}
-			_ = kc.RbacV1().ClusterRoles().Delete(ctx, r.Name, metav1.DeleteOptions{})
-			if _, err := kc.RbacV1().ClusterRoles().Create(ctx, &r, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-		case "ClusterRoleBinding":
-			var b rbacv1.ClusterRoleBinding
-			if err := yaml.UnmarshalStrict([]byte(doc), &b); err != nil {
-				t.Fatal(err)
-			}
-			_ = kc.RbacV1().ClusterRoleBindings().Delete(ctx, b.Name, metav1.DeleteOptions{})
-			if _, err := kc.RbacV1().ClusterRoleBindings().Create(ctx, &b, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	return srv.ConfigAs("system:serviceaccount:multinet-system:multinet-dra-driver",
-		"system:serviceaccounts", "system:serviceaccounts:multinet-system", "system:authenticated")
+	return srv.ServiceAccountConfig(t, "deploy/base/dra-driver-rbac.yaml", "multinet-system", "multinet-dra-driver")
 }
 
 type running struct {

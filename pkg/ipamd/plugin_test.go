@@ -18,12 +18,10 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/yaml"
 
 	claimv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1alpha1"
 	"github.com/multinet/multinet/internal/apiservertest"
@@ -68,41 +66,7 @@ func pluginDirB(t testing.TB) string {
 // the service runs with exactly the privileges the install gives it.
 func multinetdIdentity(t *testing.T, srv *apiservertest.Server) *rest.Config {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	data, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "deploy", "base", "multinetd-rbac.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc := kubernetes.NewForConfigOrDie(srv.Config())
-	ctx := context.Background()
-	for _, doc := range strings.Split(string(data), "\n---\n") {
-		var kind struct{ Kind string }
-		if err := yaml.Unmarshal([]byte(doc), &kind); err != nil {
-			t.Fatal(err)
-		}
-		switch kind.Kind {
-		case "ClusterRole":
-			var r rbacv1.ClusterRole
-			if err := yaml.UnmarshalStrict([]byte(doc), &r); err != nil {
-				t.Fatal(err)
-			}
-			_ = kc.RbacV1().ClusterRoles().Delete(ctx, r.Name, metav1.DeleteOptions{})
-			if _, err := kc.RbacV1().ClusterRoles().Create(ctx, &r, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-		case "ClusterRoleBinding":
-			var b rbacv1.ClusterRoleBinding
-			if err := yaml.UnmarshalStrict([]byte(doc), &b); err != nil {
-				t.Fatal(err)
-			}
-			_ = kc.RbacV1().ClusterRoleBindings().Delete(ctx, b.Name, metav1.DeleteOptions{})
-			if _, err := kc.RbacV1().ClusterRoleBindings().Create(ctx, &b, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	return srv.ConfigAs("system:serviceaccount:multinet-system:multinetd",
-		"system:serviceaccounts", "system:serviceaccounts:multinet-system", "system:authenticated")
+	return srv.ServiceAccountConfig(t, "deploy/base/multinetd-rbac.yaml", "multinet-system", "multinetd")
 }
 
 // livePods is Pods by GET (multinetd passes its node-local pod cache).
