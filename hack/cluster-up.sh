@@ -503,21 +503,7 @@ deploy_manifests() {
 smoke_test() {
   wait_until "service account default/default" 60 kube-controller-manager kc -n default get serviceaccount default
   kc -n default delete pod multinet-smoke --ignore-not-found --grace-period=0 --force >/dev/null 2>&1 || true
-  kc apply -f - >/dev/null <<EOF
-apiVersion: v1
-kind: Pod
-metadata:
-  name: multinet-smoke
-  namespace: default
-  labels: {app.kubernetes.io/part-of: multinet-cluster-up}
-spec:
-  terminationGracePeriodSeconds: 0
-  containers:
-  - name: busybox
-    image: $IMAGE_REF
-    imagePullPolicy: Never
-    command: ["sleep", "infinity"]
-EOF
+  apply_smoke_pod multinet-smoke
   if ! wait_until "pod default/multinet-smoke Running with an IP" 120 "kube-scheduler containerd kubelet" smoke_pod_ip; then
     log "pod default/multinet-smoke:"
     kc -n default describe pod multinet-smoke 2>&1 | sed -n '/^Events:/,$p' | tail -n 15 >&2 || true

@@ -499,6 +499,29 @@ ensure_tools() {
 
 # ---- cluster health ---------------------------------------------------------
 
+# apply_smoke_pod NAME [NODE]: the busybox pod default/NAME (pinned to NODE
+# when given) that cluster-up waits for to prove a node runs pods with an IP.
+apply_smoke_pod() {
+  local node_line=""
+  [[ -z ${2:-} ]] || node_line="  nodeName: $2"
+  kc apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $1
+  namespace: default
+  labels: {app.kubernetes.io/part-of: multinet-cluster-up}
+spec:
+$node_line
+  terminationGracePeriodSeconds: 0
+  containers:
+  - name: busybox
+    image: $IMAGE_REF
+    imagePullPolicy: Never
+    command: ["sleep", "infinity"]
+EOF
+}
+
 apiserver_ready() { kc get --raw /readyz >/dev/null 2>&1; }
 
 node_ready() {

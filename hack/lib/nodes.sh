@@ -323,22 +323,7 @@ nodes_smoke_test() {
   local k name ips=()
   for ((k = 2; k <= NODES; k++)); do
     name=$(extra_node_name "$k")
-    kc apply -f - >/dev/null <<EOF
-apiVersion: v1
-kind: Pod
-metadata:
-  name: multinet-smoke-$name
-  namespace: default
-  labels: {app.kubernetes.io/part-of: multinet-cluster-up}
-spec:
-  nodeName: $name
-  terminationGracePeriodSeconds: 0
-  containers:
-  - name: busybox
-    image: $IMAGE_REF
-    imagePullPolicy: Never
-    command: ["sleep", "infinity"]
-EOF
+    apply_smoke_pod "multinet-smoke-$name" "$name"
   done
   for ((k = 2; k <= NODES; k++)); do
     name=$(extra_node_name "$k")

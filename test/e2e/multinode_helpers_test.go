@@ -267,49 +267,45 @@ func podPing(t *testing.T, ns, pod, addr string) {
 // on any error.
 func createPods(t *testing.T, pods []*corev1.Pod) {
 	t.Helper()
-	ctx := testContext(t, 2*time.Minute)
-	var mu sync.Mutex
-	var errs []string
-	var wg sync.WaitGroup
-	for _, p := range pods {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if _, err := testCluster.kube.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-				mu.Lock()
-				errs = append(errs, fmt.Sprintf("%s: %v", p.Name, err))
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	if len(errs) > 0 {
-		t.Fatalf("create %d pods: %d failed: %s", len(pods), len(errs), strings.Join(errs, "; "))
-	}
+	eachPodAtOnce(t, "create", pods, func(ctx context.Context, p *corev1.Pod) error {
+		_, err := testCluster.kube.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
+		return err
+	})
 }
 
 // deletePods deletes the pods at once (a goroutine each; one DeleteCollection
 // of 150 pods outlasts the client's timeout) and fails the test on any error.
 func deletePods(t *testing.T, pods []*corev1.Pod) {
 	t.Helper()
+	eachPodAtOnce(t, "delete", pods, func(ctx context.Context, p *corev1.Pod) error {
+		err := testCluster.kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return err
+	})
+}
+
+// eachPodAtOnce runs op on every pod, a goroutine each, within 2 min, and
+// fails the test with every error (verb names the operation).
+func eachPodAtOnce(t *testing.T, verb string, pods []*corev1.Pod, op func(context.Context, *corev1.Pod) error) {
+	t.Helper()
 	ctx := testContext(t, 2*time.Minute)
 	var mu sync.Mutex
 	var errs []string
 	var wg sync.WaitGroup
 	for _, p := range pods {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := testCluster.kube.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		wg.Go(func() {
+			if err := op(ctx, p); err != nil {
 				mu.Lock()
 				errs = append(errs, fmt.Sprintf("%s: %v", p.Name, err))
 				mu.Unlock()
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if len(errs) > 0 {
-		t.Fatalf("delete %d pods: %d failed: %s", len(pods), len(errs), strings.Join(errs, "; "))
+		t.Fatalf("%s %d pods: %d failed: %s", verb, len(pods), len(errs), strings.Join(errs, "; "))
 	}
 }
 
