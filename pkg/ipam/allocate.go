@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -137,7 +138,10 @@ func (a *Allocator) call(ctx context.Context) (context.Context, context.CancelFu
 //     Cache knows to be held; a create that finds the address taken moves
 //     on to the next (at most MaxConflicts times: ErrConflicts).
 //
-// On error, the addresses this call created are released again.
+// Requests: one create per range set when the Cache has synced and shows
+// the attachment holding no address of the pool (heldAllocations); a list
+// of the attachment's allocations first otherwise; more creates on
+// conflicts. On error, the addresses this call created are released again.
 func (a *Allocator) Allocate(ctx context.Context, cfg *Config, req Request) (*Allocation, error) {
 	if req.ContainerID == "" || req.IfName == "" {
 		return nil, errors.New("multinet-ipam: the attachment needs a container ID and an interface name")
@@ -149,7 +153,7 @@ func (a *Allocator) Allocate(ctx context.Context, cfg *Config, req Request) (*Al
 	if err != nil {
 		return nil, err
 	}
-	held, err := a.attachmentAllocations(ctx, req.ContainerID, req.IfName)
+	held, err := a.heldAllocations(ctx, cfg, req.ContainerID, req.IfName)
 	if err != nil {
 		return nil, err
 	}
@@ -275,6 +279,9 @@ func (a *Allocator) create(ctx context.Context, obj *ipamv1.IPAllocation) (creat
 	if err != nil {
 		return nil, false, fmt.Errorf("multinet-ipam: creating IPAllocation %s (%s of pool %s): %w", obj.Name, obj.Spec.Address, obj.Spec.Pool, err)
 	}
+	if a.Cache != nil {
+		a.Cache.created(created)
+	}
 	return created, false, nil
 }
 
@@ -308,6 +315,24 @@ func describeSet(s RangeSet) string {
 func walkOrder(containerID, ifName string, set int) (start, stride uint64) {
 	sum := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%s\x00%d", containerID, ifName, set)))
 	return binary.BigEndian.Uint64(sum[:8]), binary.BigEndian.Uint64(sum[8:16])
+}
+
+// heldAllocations are the allocations the attachment holds already (an
+// ADD repeated without DEL), for Allocate. When the Cache has synced and
+// knows of none of cfg's pool (ByAttachment: the informer and this
+// process's own creates), the attachment holds none and no request is
+// sent: only this node's multinetd allocates for its attachments (a pod of
+// another node is refused), so an allocation the Cache does not show is
+// one a previous multinetd process created before this one's informer
+// synced from a consistent list, which has it. When the Cache shows one
+// (it may have been released meanwhile) or has not synced, the API server
+// is asked (attachmentAllocations). docs/decisions/ipam.md.
+func (a *Allocator) heldAllocations(ctx context.Context, cfg *Config, containerID, ifName string) ([]ipamv1.IPAllocation, error) {
+	if a.Cache != nil && a.Cache.HasSynced() && !slices.ContainsFunc(a.Cache.ByAttachment(containerID, ifName),
+		func(o *ipamv1.IPAllocation) bool { return o.Spec.Pool == cfg.Pool }) {
+		return nil, nil
+	}
+	return a.attachmentAllocations(ctx, containerID, ifName)
 }
 
 // attachmentAllocations lists the attachment-owned allocations of
@@ -347,6 +372,9 @@ func (a *Allocator) release(ctx context.Context, name string, uid types.UID) (bo
 	cctx, cancel := a.call(ctx)
 	defer cancel()
 	err := a.IPAM.IPAllocations().Delete(cctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if a.Cache != nil && (err == nil || apierrors.IsNotFound(err)) {
+		a.Cache.forget(name, uid)
+	}
 	switch {
 	case err == nil:
 		return true, nil

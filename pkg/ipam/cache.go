@@ -3,8 +3,10 @@ package ipam
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	ipamv1 "github.com/multinet/multinet/api/ipam.multinet.io/v1alpha1"
@@ -12,16 +14,42 @@ import (
 	"github.com/multinet/multinet/pkg/client/informers/externalversions"
 )
 
-// IndexClaimUID indexes the Cache by spec.owner.claim.uid.
-const IndexClaimUID = "claimUID"
+// Indexes of the Cache.
+const (
+	// IndexClaimUID indexes the Cache by spec.owner.claim.uid.
+	IndexClaimUID = "claimUID"
+	// IndexAttachment indexes attachment-owned allocations by their
+	// LabelAttachment (AttachmentKey of container ID and interface name).
+	IndexAttachment = "attachment"
+)
+
+// pendingTTL bounds how long the Cache remembers a create of its own that
+// its informer has not shown yet (normally milliseconds; an entry past it
+// only costs a list on a repeated ADD of that attachment).
+const pendingTTL = 10 * time.Minute
 
 // Cache is an informer of every IPAllocation: the Allocator skips the
-// addresses it holds without a request, and claim-owned allocations are
-// found by claim UID. It may lag behind the API server; nothing relies on
-// it for correctness (a create stays the arbiter).
+// addresses it holds without a request, tells a first ADD of an
+// attachment from a repeated one without a request (ByAttachment), and
+// claim-owned allocations are found by claim UID. It may lag behind the
+// API server: a create stays the arbiter of an address, and an attachment
+// the Cache shows holding addresses is looked up in the API server
+// (docs/decisions/ipam.md). The allocations this process created are
+// remembered until the informer shows them, so that the lag never hides
+// its own creates.
 type Cache struct {
 	factory  externalversions.SharedInformerFactory
 	informer cache.SharedIndexInformer
+
+	mu sync.Mutex
+	// pending are this process's creates the informer has not shown yet,
+	// by object name.
+	pending map[string]pendingCreate
+}
+
+type pendingCreate struct {
+	obj *ipamv1.IPAllocation
+	at  time.Time
 }
 
 // NewCache builds (but does not start) the informer.
@@ -36,15 +64,73 @@ func NewCache(client versioned.Interface) (*Cache, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("multinet-ipam cache: transform: %w", err)
 	}
-	if err := inf.AddIndexers(cache.Indexers{IndexClaimUID: func(obj any) ([]string, error) {
-		if o, ok := obj.(*ipamv1.IPAllocation); ok && o.Spec.Owner.Claim != nil {
-			return []string{o.Spec.Owner.Claim.UID}, nil
-		}
-		return nil, nil
-	}}); err != nil {
+	if err := inf.AddIndexers(cache.Indexers{
+		IndexClaimUID: func(obj any) ([]string, error) {
+			if o, ok := obj.(*ipamv1.IPAllocation); ok && o.Spec.Owner.Claim != nil {
+				return []string{o.Spec.Owner.Claim.UID}, nil
+			}
+			return nil, nil
+		},
+		IndexAttachment: func(obj any) ([]string, error) {
+			if o, ok := obj.(*ipamv1.IPAllocation); ok && o.Labels[LabelAttachment] != "" {
+				return []string{o.Labels[LabelAttachment]}, nil
+			}
+			return nil, nil
+		},
+	}); err != nil {
 		return nil, fmt.Errorf("multinet-ipam cache: indexer: %w", err)
 	}
-	return &Cache{factory: f, informer: inf}, nil
+	c := &Cache{factory: f, informer: inf, pending: map[string]pendingCreate{}}
+	// The store is updated before handlers are told: once a create is
+	// shown here, ByAttachment finds it in the store.
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.shown,
+		UpdateFunc: func(_, obj any) { c.shown(obj) },
+		DeleteFunc: c.shown,
+	}); err != nil {
+		return nil, fmt.Errorf("multinet-ipam cache: handler: %w", err)
+	}
+	return c, nil
+}
+
+// shown forgets the pending create of an object the informer showed.
+func (c *Cache) shown(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if o, ok := obj.(*ipamv1.IPAllocation); ok {
+		c.forget(o.Name, o.UID)
+	}
+}
+
+// created remembers an allocation this process created until the
+// informer shows it (or pendingTTL passes).
+func (c *Cache) created(o *ipamv1.IPAllocation) {
+	if o == nil || o.Labels[LabelAttachment] == "" {
+		return
+	}
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, p := range c.pending {
+		if now.Sub(p.at) > pendingTTL {
+			delete(c.pending, name)
+		}
+	}
+	if shown := c.Get(o.Name); shown == nil || shown.UID != o.UID {
+		kept := *o
+		kept.ManagedFields = nil
+		c.pending[o.Name] = pendingCreate{obj: &kept, at: now}
+	}
+}
+
+// forget drops the pending create of that object (shown, or released).
+func (c *Cache) forget(name string, uid types.UID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.pending[name]; ok && p.obj.UID == uid {
+		delete(c.pending, name)
+	}
 }
 
 // Start runs the informer until ctx ends.
@@ -76,6 +162,33 @@ func (c *Cache) Get(name string) *ipamv1.IPAllocation {
 		return nil
 	}
 	return obj.(*ipamv1.IPAllocation)
+}
+
+// ByAttachment returns the attachment-owned allocations of (containerID,
+// ifName) the Cache knows: the informer's, and this process's creates it
+// has not shown yet. It may still show one that was released meanwhile.
+func (c *Cache) ByAttachment(containerID, ifName string) []*ipamv1.IPAllocation {
+	key := AttachmentKey(containerID, ifName)
+	var out []*ipamv1.IPAllocation
+	mine := func(o *ipamv1.IPAllocation) bool {
+		return o.Spec.Owner.Claim == nil && o.Spec.Owner.ContainerID == containerID && o.Spec.Owner.IfName == ifName
+	}
+	objs, _ := c.informer.GetIndexer().ByIndex(IndexAttachment, key)
+	seen := map[types.UID]bool{}
+	for _, obj := range objs {
+		if o := obj.(*ipamv1.IPAllocation); mine(o) {
+			out = append(out, o)
+			seen[o.UID] = true
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.pending {
+		if p.obj.Labels[LabelAttachment] == key && mine(p.obj) && !seen[p.obj.UID] {
+			out = append(out, p.obj)
+		}
+	}
+	return out
 }
 
 // ByClaim returns the cached allocations of the IPAMClaim with that UID.
