@@ -4,9 +4,10 @@
 #
 #   1. static binaries (CGO_ENABLED=0, -trimpath, version stamped) of
 #      multinetd, multinet-shim, multinet-netdev, multinet-ipam, multinet-install,
-#      multinet-webhook and multinet-deviceplugin into _output/images/bin;
+#      multinet-webhook, multinet-deviceplugin and multinet-dra-driver into
+#      _output/images/bin;
 #   2. hack/tools/images: one OCI image each, from scratch, written as
-#      docker-archive tarballs _output/images/{multinetd,webhook,deviceplugin}.tar
+#      docker-archive tarballs _output/images/{multinetd,webhook,deviceplugin,dra-driver}.tar
 #      and the list _output/images/images.txt ("<name> <ref>");
 #   3. IMPORT=1 (or IMPORT=auto, the default, when the local cluster's
 #      containerd answers): ctr -n k8s.io images import of each tarball.
@@ -50,6 +51,8 @@ image_tag() {
 }
 
 TAG=$(image_tag)
+# The default image set of hack/tools/images (its Specs), imported below.
+IMAGES=(multinetd webhook deviceplugin dra-driver)
 REVISION=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 mkdir -p "$BIN" "$TOOLS"
 
@@ -58,7 +61,7 @@ t0=$SECONDS
 CGO_ENABLED=0 GOOS=linux GOARCH=$GOARCH go build -trimpath \
   -ldflags "-s -w -X main.version=$TAG -X github.com/multinet/multinet/internal/version.Version=$TAG" -o "$BIN/" \
   ./cmd/multinetd ./cmd/multinet-shim ./cmd/multinet-netdev ./cmd/multinet-ipam ./cmd/multinet-install \
-  ./cmd/multinet-webhook ./cmd/multinet-deviceplugin
+  ./cmd/multinet-webhook ./cmd/multinet-deviceplugin ./cmd/multinet-dra-driver
 log "binaries built in $((SECONDS - t0))s"
 
 go build -o "$TOOLS/images" ./hack/tools/images
@@ -82,7 +85,7 @@ auto) containerd_up || { log "local cluster not running: not importing (IMPORT=1
 esac
 # shellcheck disable=SC1091
 set -a && . "$ROOT/_output/cluster/env" && set +a
-for name in multinetd webhook deviceplugin; do
+for name in "${IMAGES[@]}"; do
   "${CTR:-ctr}" --address "$CONTAINERD_SOCKET" -n "$CONTAINERD_NAMESPACE" images import \
     "$OUT/$name.tar" >/dev/null || die "ctr images import $OUT/$name.tar failed"
 done
@@ -94,7 +97,7 @@ if [[ -s ${NODES_FILE:-} ]]; then
     [[ $holder == - ]] && continue
     # (During cluster-up the node's containerd starts later and imports them itself.)
     [[ -S $MULTINET_CLUSTER_DIR/nodes/$node/containerd/containerd.sock ]] || continue
-    for name in multinetd webhook deviceplugin; do
+    for name in "${IMAGES[@]}"; do
       "${CTR:-ctr}" --address "$MULTINET_CLUSTER_DIR/nodes/$node/containerd/containerd.sock" -n "$CONTAINERD_NAMESPACE" \
         images import "$OUT/$name.tar" >/dev/null || die "node $node: ctr images import $OUT/$name.tar failed"
     done

@@ -152,9 +152,6 @@ func builtImages(t *testing.T) map[string]string {
 func checkImages(t *testing.T, component, image string, images map[string]string) {
 	t.Helper()
 	name := strings.TrimPrefix(component, "multinet-")
-	if name == "dra-driver" {
-		name = "deviceplugin" // the same image with --api=dra
-	}
 	want := images[name]
 	if want == "" || image != want {
 		t.Errorf("%s runs image %q, want %q (the last make images: %v)", component, image, want, images)

@@ -26,8 +26,8 @@ import (
 	"github.com/multinet/multinet/pkg/status"
 )
 
-// The DRA half of issue 13 on the real cluster: multinet-deviceplugin
-// --api=dra (DaemonSet multinet-dra-driver) publishes the veths mnr0, mnr1
+// The DRA half of issue 13 on the real cluster: multinet-dra-driver
+// (DaemonSet multinet-dra-driver) publishes the veths mnr0, mnr1
 // of hack/cluster-devices.sh as devices of multinet.io/netdev-dra; a NAD
 // naming a ResourceClaimTemplate makes the webhook add the pod's claim; the
 // scheduler allocates a device, the kubelet has the driver prepare it,

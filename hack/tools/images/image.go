@@ -46,8 +46,8 @@ type Spec struct {
 	OnRequest bool
 }
 
-// Specs are multinet's images. multinetd and the device plugin run as
-// root: they create network interfaces, enter network namespaces and write
+// Specs are multinet's images. multinetd, the device plugin and the DRA
+// driver run as root: they create network interfaces, enter network namespaces and write
 // into root-owned host directories (CNI dirs, kubelet's device-plugins dir).
 // The webhook only serves HTTPS and talks to the API server, so it does not.
 var Specs = []Spec{
@@ -76,6 +76,13 @@ var Specs = []Spec{
 		Description: "multinet reference network device plugin",
 		Files:       []File{{"multinet-deviceplugin", "/usr/local/bin/multinet-deviceplugin"}},
 		Entrypoint:  []string{"/usr/local/bin/multinet-deviceplugin"},
+		User:        "0:0",
+	},
+	{
+		Name:        "dra-driver",
+		Description: "multinet DRA driver: the network device pools through Dynamic Resource Allocation",
+		Files:       []File{{"multinet-dra-driver", "/usr/local/bin/multinet-dra-driver"}},
+		Entrypoint:  []string{"/usr/local/bin/multinet-dra-driver"},
 		User:        "0:0",
 	},
 	// CoreDNS, the local cluster's DNS (hack/lib/coredns.sh builds the

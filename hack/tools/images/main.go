@@ -1,7 +1,7 @@
 // Command images builds multinet's container images from scratch, without a
 // container engine or a registry, with go-containerregistry: multinetd (with
-// multinet-shim, multinet-netdev and multinet-install), webhook and
-// deviceplugin, and on request (-images coredns) the local cluster's CoreDNS
+// multinet-shim, multinet-netdev and multinet-install), webhook,
+// deviceplugin and dra-driver, and on request (-images coredns) the local cluster's CoreDNS
 // from a coredns binary built elsewhere (hack/lib/coredns.sh). Each image is
 // one layer of statically linked binaries plus /etc/passwd, /etc/group and
 // /tmp; each is written as a docker-archive tarball <out-dir>/<name>.tar

@@ -212,8 +212,8 @@ func TestRunWritesImportableArchives(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	if len(results) != 3 {
-		t.Fatalf("results = %d, want 3", len(results))
+	if len(results) != 4 {
+		t.Fatalf("results = %d, want 4", len(results))
 	}
 	if _, err := os.Stat(filepath.Join(outDir, "coredns.tar")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the default set built coredns (stat: %v); it is built only on request", err)
@@ -285,8 +285,8 @@ func TestDefaultSpecsExcludeCoreDNS(t *testing.T) {
 	for _, s := range defaults {
 		names = append(names, s.Name)
 	}
-	if got := strings.Join(names, ","); got != "multinetd,webhook,deviceplugin" {
-		t.Errorf("default images = %s, want multinetd,webhook,deviceplugin", got)
+	if got := strings.Join(names, ","); got != "multinetd,webhook,deviceplugin,dra-driver" {
+		t.Errorf("default images = %s, want multinetd,webhook,deviceplugin,dra-driver", got)
 	}
 	if s, err := selectSpecs(Specs, []string{"coredns"}); err != nil || len(s) != 1 || s[0].Name != "coredns" {
 		t.Errorf("-images coredns: %v, %v", s, err)
