@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,6 +16,7 @@ import (
 // Registerer is given).
 type metrics struct {
 	ops       *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
 	conflicts prometheus.Counter
 	released  *prometheus.CounterVec
 }
@@ -25,6 +27,11 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			Name: "multinet_ipam_operations_total",
 			Help: "multinet-ipam CNI operations by command and result (ok, or the CNI error code).",
 		}, []string{"command", "result"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "multinet_ipam_operation_duration_seconds",
+			Help:    "Time multinetd spent on a multinet-ipam CNI operation (API requests included; the plugin's start and the socket not), by command.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"command"}),
 		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "multinet_ipam_conflicts_total",
 			Help: "IPAllocation creates that found their address taken by another allocator (the allocation moved on to another address).",
@@ -35,7 +42,7 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		}, []string{"reason"}),
 	}
 	if r != nil {
-		r.MustRegister(m.ops, m.conflicts, m.released)
+		r.MustRegister(m.ops, m.duration, m.conflicts, m.released)
 	}
 	return m
 }
@@ -46,7 +53,9 @@ type observed struct {
 	m *metrics
 }
 
-func (o *observed) count(cmd string, err error) {
+// count counts an operation that began at start.
+func (o *observed) count(cmd string, start time.Time, err error) {
+	o.m.duration.WithLabelValues(cmd).Observe(time.Since(start).Seconds())
 	result := "ok"
 	if err != nil {
 		result = "999"
@@ -59,31 +68,36 @@ func (o *observed) count(cmd string, err error) {
 }
 
 func (o *observed) Add(ctx context.Context, req *api.Request) ([]byte, error) {
+	start := time.Now()
 	out, err := o.h.Add(ctx, req)
-	o.count(api.CmdAdd, err)
+	o.count(api.CmdAdd, start, err)
 	return out, err
 }
 
 func (o *observed) Del(ctx context.Context, req *api.Request) error {
+	start := time.Now()
 	err := o.h.Del(ctx, req)
-	o.count(api.CmdDel, err)
+	o.count(api.CmdDel, start, err)
 	return err
 }
 
 func (o *observed) Check(ctx context.Context, req *api.Request) error {
+	start := time.Now()
 	err := o.h.Check(ctx, req)
-	o.count(api.CmdCheck, err)
+	o.count(api.CmdCheck, start, err)
 	return err
 }
 
 func (o *observed) GC(ctx context.Context, req *api.Request) error {
+	start := time.Now()
 	err := o.h.GC(ctx, req)
-	o.count(api.CmdGC, err)
+	o.count(api.CmdGC, start, err)
 	return err
 }
 
 func (o *observed) Status(ctx context.Context, req *api.Request) error {
+	start := time.Now()
 	err := o.h.Status(ctx, req)
-	o.count(api.CmdStatus, err)
+	o.count(api.CmdStatus, start, err)
 	return err
 }

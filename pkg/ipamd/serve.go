@@ -41,6 +41,9 @@ const (
 // Options configure Start.
 type Options struct {
 	// Config is the API client configuration (multinetd's ServiceAccount).
+	// Its QPS and Burst limit the reconcile's reads of pods and claims
+	// only: the IPAllocation and IPAMClaim client of the allocations has
+	// no client-side rate limit (allocationConfig).
 	Config *rest.Config
 	// Node is this node's name (spec.owner.node of its allocations).
 	Node string
@@ -81,7 +84,7 @@ func Start(ctx context.Context, opts Options) (*Service, error) {
 	if opts.Node == "" {
 		return nil, errors.New("multinet-ipam: node name is empty")
 	}
-	cs, err := versioned.NewForConfig(opts.Config)
+	cs, err := versioned.NewForConfig(allocationConfig(opts.Config))
 	if err != nil {
 		return nil, fmt.Errorf("multinet-ipam: client: %w", err)
 	}
@@ -131,6 +134,20 @@ func Start(ctx context.Context, opts Options) (*Service, error) {
 	}()
 	klog.FromContext(ctx).Info("serving multinet-ipam", "socket", opts.SocketPath)
 	return s, nil
+}
+
+// allocationConfig is cfg without a client-side rate limit, for the
+// allocations' client: a token bucket (client-go's default 5 QPS, burst
+// 10; multinetd's 20, 40) would hold a burst of ADDs back for seconds and
+// end some at their per-request deadline. What bounds the requests
+// instead is the socket's concurrency (cniserver slots: 16 ADDs and 4
+// others at once, each sending its requests one after another), and the
+// API server's Priority and Fairness queues multinetd's requests beyond
+// its share. docs/decisions/ipam.md.
+func allocationConfig(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.QPS, c.Burst, c.RateLimiter = -1, 0, nil
+	return c
 }
 
 // Allocator is the service's allocator (tests).
