@@ -28,8 +28,12 @@ import (
 // sequentially on node 1 only, sequentially on every node, and all 100 at
 // once across the nodes. Latency is per plugin run (process start
 // included, the same for both); for multinet-ipam also the conflicts
-// (multinet_ipam_conflicts_total) and the API requests on ipallocations
-// per allocation (the API server's apiserver_request_total).
+// (multinet_ipam_conflicts_total), the API requests on ipallocations per
+// allocation (the API server's apiserver_request_total), and where the
+// time goes: the mean time multinetd spent on an ADD
+// (multinet_ipam_operation_duration_seconds: what is not process start and
+// socket) and the API server's mean time per create and per list of
+// ipallocations (apiserver_request_duration_seconds).
 func TestMultiNodeIPAMBench(t *testing.T) {
 	if os.Getenv("MULTINET_E2E_BENCH") != "1" {
 		t.Skip("a benchmark: set MULTINET_E2E_BENCH=1 (make bench-multinode)")
@@ -72,15 +76,16 @@ func TestMultiNodeIPAMBench(t *testing.T) {
 	var rows []string
 	for _, sc := range scenarios {
 		for _, plugin := range []string{"host-local", "multinet-ipam"} {
-			conflicts0, requests0 := ipamConflicts(t, nodes), ipallocationRequests(t)
+			node0, api0 := ipamNodeMetrics(t, nodes), ipallocationMetrics(t)
 			start := time.Now()
 			lat, errs := runIPAM(t, "ADD", plugin, confs[plugin], sc.pods, byPod, ns, uids, sc.concurrent)
 			wall := time.Since(start)
-			conflicts, requests := ipamConflicts(t, nodes)-conflicts0, ipallocationRequests(t)-requests0
+			node, api := ipamNodeMetrics(t, nodes).minus(node0), ipallocationMetrics(t).minus(api0)
 			_, delErrs := runIPAM(t, "DEL", plugin, confs[plugin], sc.pods, byPod, ns, uids, true)
-			extra := "- | -"
+			extra := "- | - | - | -"
 			if plugin == "multinet-ipam" {
-				extra = fmt.Sprintf("%.0f | %.2f", conflicts, requests/float64(len(sc.pods)))
+				extra = fmt.Sprintf("%.0f | %.2f | %s | %s / %s", node.conflicts, api.requests/float64(len(sc.pods)),
+					meanMS(node.addSeconds, node.adds), meanMS(api.createSeconds, api.creates), meanMS(api.listSeconds, api.lists))
 			}
 			rows = append(rows, fmt.Sprintf("| %s | %s | %s | %s | %s | %d | %d | %s |", sc.name, plugin,
 				pct(lat, 50), pct(lat, 99), wall.Round(time.Millisecond), len(errs), len(delErrs), extra))
@@ -90,8 +95,8 @@ func TestMultiNodeIPAMBench(t *testing.T) {
 			}
 		}
 	}
-	table := "| allocations | plugin | p50 | p99 | wall | failed ADDs | failed DELs | conflicts | API requests per allocation |\n" +
-		"| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n" + strings.Join(rows, "\n") + "\n"
+	table := "| allocations | plugin | p50 | p99 | wall | failed ADDs | failed DELs | conflicts | API requests per allocation | in multinetd (mean) | API server create / list (mean) |\n" +
+		"| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n" + strings.Join(rows, "\n") + "\n"
 	t.Logf("\n%s", table)
 	out := filepath.Join("..", "..", "_output", "bench", "multinode-ipam.md")
 	_ = os.MkdirAll(filepath.Dir(out), 0o755)
@@ -170,39 +175,76 @@ func pct(d []time.Duration, q int) string {
 	return fmt.Sprintf("%.1f ms", float64(s[max(i, 0)].Microseconds())/1000)
 }
 
-// ipamConflicts sums multinet_ipam_conflicts_total over every node's
-// multinetd (its metrics on the node's 127.0.0.1:9390).
-func ipamConflicts(t *testing.T, nodes []clusterNode) float64 {
+// ipamNode is the multinet-ipam metrics summed over every node's
+// multinetd.
+type ipamNode struct{ conflicts, addSeconds, adds float64 }
+
+func (a ipamNode) minus(b ipamNode) ipamNode {
+	return ipamNode{a.conflicts - b.conflicts, a.addSeconds - b.addSeconds, a.adds - b.adds}
+}
+
+// ipamNodeMetrics reads every node's multinetd metrics (on the node's
+// 127.0.0.1:9390).
+func ipamNodeMetrics(t *testing.T, nodes []clusterNode) ipamNode {
 	t.Helper()
 	ctx := testContext(t, 30*time.Second)
-	var sum float64
+	var sum ipamNode
 	for _, n := range nodes {
 		out, err := n.command(ctx, "curl", "-fsS", "http://127.0.0.1:9390/metrics").Output()
 		if err != nil {
 			t.Logf("metrics of multinetd on %s: %v", n.Name, err)
 			continue
 		}
-		sum += metricSum(out, "multinet_ipam_conflicts_total", "")
+		sum.conflicts += metricSum(out, "multinet_ipam_conflicts_total")
+		sum.addSeconds += metricSum(out, "multinet_ipam_operation_duration_seconds_sum", `command="ADD"`)
+		sum.adds += metricSum(out, "multinet_ipam_operation_duration_seconds_count", `command="ADD"`)
 	}
 	return sum
 }
 
-// ipallocationRequests sums the API server's apiserver_request_total on
-// ipallocations.
-func ipallocationRequests(t *testing.T) float64 {
+// ipallocationAPI is the API server's metrics of ipallocations requests.
+type ipallocationAPI struct {
+	requests               float64
+	createSeconds, creates float64
+	listSeconds, lists     float64
+}
+
+func (a ipallocationAPI) minus(b ipallocationAPI) ipallocationAPI {
+	return ipallocationAPI{a.requests - b.requests, a.createSeconds - b.createSeconds, a.creates - b.creates, a.listSeconds - b.listSeconds, a.lists - b.lists}
+}
+
+// ipallocationMetrics reads the API server's apiserver_request_total and
+// apiserver_request_duration_seconds on ipallocations.
+func ipallocationMetrics(t *testing.T) ipallocationAPI {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	out, err := testCluster.kube.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		t.Logf("API server metrics: %v", err)
-		return 0
+		return ipallocationAPI{}
 	}
-	return metricSum(out, "apiserver_request_total", `resource="ipallocations"`)
+	const res = `resource="ipallocations"`
+	return ipallocationAPI{
+		requests:      metricSum(out, "apiserver_request_total", res),
+		createSeconds: metricSum(out, "apiserver_request_duration_seconds_sum", res, `verb="POST"`),
+		creates:       metricSum(out, "apiserver_request_duration_seconds_count", res, `verb="POST"`),
+		listSeconds:   metricSum(out, "apiserver_request_duration_seconds_sum", res, `verb="LIST"`),
+		lists:         metricSum(out, "apiserver_request_duration_seconds_count", res, `verb="LIST"`),
+	}
 }
 
-// metricSum sums the samples of metric whose labels contain label.
-func metricSum(text []byte, metric, label string) float64 {
+// meanMS is seconds/n in milliseconds ("-" when n is 0).
+func meanMS(seconds, n float64) string {
+	if n <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f ms", seconds/n*1000)
+}
+
+// metricSum sums the samples of metric whose labels contain every one of
+// labels.
+func metricSum(text []byte, metric string, labels ...string) float64 {
 	var sum float64
 	sc := bufio.NewScanner(bytes.NewReader(text))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -211,7 +253,7 @@ func metricSum(text []byte, metric, label string) float64 {
 		if !strings.HasPrefix(l, metric+"{") && !strings.HasPrefix(l, metric+" ") {
 			continue
 		}
-		if label != "" && !strings.Contains(l, label) {
+		if slices.ContainsFunc(labels, func(label string) bool { return !strings.Contains(l, label) }) {
 			continue
 		}
 		f := strings.Fields(l)
