@@ -548,13 +548,21 @@ var shared struct {
 //	func TestMain(m *testing.M) { os.Exit(apiservertest.Main(m)) }
 func Main(m *testing.M) int {
 	code := m.Run()
+	StopShared()
+	return code
+}
+
+// StopShared stops the shared server, if one was started: for a TestMain
+// that runs its tests through another helper's Main (cnitest.Main), as
+//
+//	func TestMain(m *testing.M) { code := cnitest.Main(m); apiservertest.StopShared(); os.Exit(code) }
+func StopShared() {
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if shared.srv != nil {
 		shared.srv.Stop()
 		shared.srv = nil
 	}
-	return code
 }
 
 // Shared returns the package's server, starting it on first use (with the

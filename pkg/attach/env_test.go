@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
+	"github.com/multinet/multinet/internal/apiservertest"
 	"github.com/multinet/multinet/internal/cnitest"
 	"github.com/multinet/multinet/pkg/cniserver/api"
 	"github.com/multinet/multinet/pkg/selection"
@@ -31,7 +32,13 @@ import (
 	"github.com/multinet/multinet/pkg/status"
 )
 
-func TestMain(m *testing.M) { os.Exit(cnitest.Main(m)) }
+// TestMain builds the CNI plugins once (cnitest) and stops the real API
+// server some tests share (apiservertest) at the end.
+func TestMain(m *testing.M) {
+	code := cnitest.Main(m)
+	apiservertest.StopShared()
+	os.Exit(code)
+}
 
 // The in-memory implementations of the engine's interfaces below stand for
 // the API server and kubelet.
