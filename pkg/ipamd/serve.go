@@ -41,9 +41,10 @@ const (
 // Options configure Start.
 type Options struct {
 	// Config is the API client configuration (multinetd's ServiceAccount).
-	// Its QPS and Burst limit the reconcile's reads of pods and claims
-	// only: the IPAllocation and IPAMClaim client of the allocations has
-	// no client-side rate limit (allocationConfig).
+	// Its QPS and Burst limit the background work (the release of deleted
+	// claims' addresses, the reconcile) only: the client of the CNI
+	// operations and the informers has no client-side rate limit
+	// (allocationConfig).
 	Config *rest.Config
 	// Node is this node's name (spec.owner.node of its allocations).
 	Node string
@@ -70,10 +71,13 @@ type Options struct {
 type Service struct {
 	server    *cniserver.Server
 	allocator *ipam.Allocator
-	owners    *snapshotOwners
-	done      chan struct{}
-	cancel    context.CancelFunc
-	serveErr  chan error
+	// background releases deleted claims' addresses and reconciles, with
+	// the configuration's rate limit.
+	background *ipam.Allocator
+	owners     *snapshotOwners
+	done       chan struct{}
+	cancel     context.CancelFunc
+	serveErr   chan error
 }
 
 // Start listens on opts.SocketPath, starts the IPAllocation and IPAMClaim
@@ -85,6 +89,13 @@ func Start(ctx context.Context, opts Options) (*Service, error) {
 		return nil, errors.New("multinet-ipam: node name is empty")
 	}
 	cs, err := versioned.NewForConfig(allocationConfig(opts.Config))
+	if err != nil {
+		return nil, fmt.Errorf("multinet-ipam: client: %w", err)
+	}
+	// The background work (claims' releases, reconcile) keeps the
+	// configuration's rate limit: many claims deleted at once must not
+	// become as many bursts of requests.
+	bg, err := versioned.NewForConfig(opts.Config)
 	if err != nil {
 		return nil, fmt.Errorf("multinet-ipam: client: %w", err)
 	}
@@ -106,7 +117,8 @@ func Start(ctx context.Context, opts Options) (*Service, error) {
 	claimInf := claims.K8sCniCncfIo().V1alpha1().IPAMClaims()
 
 	runCtx, cancel := context.WithCancel(ctx)
-	s := &Service{allocator: a, done: make(chan struct{}), cancel: cancel, serveErr: make(chan error, 1)}
+	s := &Service{allocator: a, done: make(chan struct{}), cancel: cancel, serveErr: make(chan error, 1),
+		background: &ipam.Allocator{IPAM: bg.IPAMV1alpha1(), Claims: bg.K8sCniCncfIoV1alpha1(), Node: opts.Node, Cache: c}}
 	if _, err := claimInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		DeleteFunc: func(obj any) { s.claimDeleted(runCtx, obj, m) },
 	}); err != nil {
@@ -189,7 +201,7 @@ func (s *Service) claimDeleted(ctx context.Context, obj any, m *metrics) {
 	go func() {
 		ctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
-		n, err := s.allocator.ReleaseClaim(ctx, string(claim.UID))
+		n, err := s.background.ReleaseClaim(ctx, string(claim.UID))
 		m.released.WithLabelValues("claim-deleted").Add(float64(n))
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "releasing a deleted IPAMClaim's addresses (the reconcile retries)", "claim", claim.Namespace+"/"+claim.Name)
@@ -238,7 +250,7 @@ func (s *Service) reconcileOnce(ctx context.Context, minAge time.Duration) (ipam
 	if err := s.owners.refresh(ctx); err != nil {
 		return ipam.ReconcileResult{}, err
 	}
-	return s.allocator.Reconcile(ctx, ipam.ReconcileOptions{Owners: s.owners, MinAge: minAge})
+	return s.background.Reconcile(ctx, ipam.ReconcileOptions{Owners: s.owners, MinAge: minAge})
 }
 
 // snapshotOwners answers Reconcile's questions from one metadata list of
