@@ -20,9 +20,9 @@ help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-17s %s\n", $$1, $$2}'
 
 .PHONY: build
-build: ## build every cmd/... into _output/bin
+build: ## build every cmd/... into _output/bin (-tags grpcnotrace, as the images: docs/bench.md "Binary size")
 	@mkdir -p $(OUT)/bin
-	@if [[ -d cmd ]]; then $(GO) build -o $(OUT)/bin/ ./cmd/...; ls $(OUT)/bin; else echo "no cmd/ yet"; fi
+	@if [[ -d cmd ]]; then $(GO) build -tags grpcnotrace -o $(OUT)/bin/ ./cmd/...; ls $(OUT)/bin; else echo "no cmd/ yet"; fi
 
 .PHONY: generate
 generate: ## regenerate deepcopy code, CRDs and the typed client in pkg/client (hack/update-codegen.sh)

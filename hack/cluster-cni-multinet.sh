@@ -33,7 +33,8 @@ build() {
   # plugin, the device plugin, the webhook) and the kubectl plugin; a build
   # failure stops cluster-up here with the compiler's message.
   mkdir -p "$BIN_OUT"
-  (cd "$MULTINET_ROOT" && CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$BIN_OUT/" \
+  # -tags grpcnotrace as hack/images.sh (docs/bench.md "Binary size").
+  (cd "$MULTINET_ROOT" && CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -ldflags '-s -w' -o "$BIN_OUT/" \
     ./cmd/multinetd ./cmd/multinet-shim ./cmd/multinet-netdev ./cmd/multinet-ipam ./cmd/multinet-deviceplugin ./cmd/multinet-webhook ./cmd/kubectl-multinet)
 }
 

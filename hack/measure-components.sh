@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # measure-components.sh [N] (make measure): memory and CPU of each deployed
-# multinet component (multinetd, multinet-webhook, multinet-deviceplugin) on
+# multinet component (multinetd and its delegate launcher, multinet-webhook,
+# multinet-deviceplugin, multinet-dra-driver) on
 # the local cluster while N pods (default 50) with two extra networks each
 # (three attachments) start, run and go away. Prints a table; changes
 # nothing it does not remove again.
 #
 # How: a Deployment of N busybox pods selecting two bridge + host-local
 # networks in namespace multinet-measure. Each component's main process is
-# found through its pod's container (containerd's init.pid); every second
-# the script reads its RSS (VmRSS of /proc/PID/status) and CPU time
+# found through its pod's container (containerd's init.pid; multinetd's
+# launcher is the child of multinetd run with --nodeexec-launcher); every
+# second the script reads its RSS (VmRSS of /proc/PID/status; at the end of
+# a phase also its split RssAnon / RssFile: heap and stacks against the
+# binary's mapped file pages) and CPU time
 # (utime + stime of /proc/PID/stat, plus its waited-for children's: the
 # delegate plugins multinetd runs). Phases: idle (10 s), scale-up (from
 # the apply until all N pods are Ready), steady (10 s with N pods), scale-down
@@ -24,7 +28,7 @@ load_env
 N=${1:-50}
 NS=multinet-measure
 # The webhook runs two replicas: each is measured (multinet-webhook#0, #1).
-COMPONENTS=(multinetd "multinet-webhook#0" "multinet-webhook#1" multinet-deviceplugin)
+COMPONENTS=(multinetd multinetd-launcher "multinet-webhook#0" "multinet-webhook#1" multinet-deviceplugin multinet-dra-driver)
 CLK_TCK=$(getconf CLK_TCK)
 
 apiserver_ready || die "the local cluster does not answer: make cluster-up"
@@ -32,15 +36,23 @@ kc -n multinet-system get daemonset multinetd >/dev/null 2>&1 ||
   die "multinet is not deployed on this cluster (MULTINET_DEPLOY=host?): hack/cluster-deployed.sh up"
 
 rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+# rss_split prints "ANON/FILE" in MiB (RssAnon, RssFile + RssShmem).
+rss_split() { awk '/^RssAnon:/ {a = $2} /^Rss(File|Shmem):/ {f += $2} END {printf "%.1f/%.1f", a / 1024, f / 1024}' "/proc/$1/status"; }
 # utime + stime of the process and of its waited-for children (cutime +
 # cstime): multinetd's delegates are its children, so their CPU counts.
 cpu_ticks() { awk '{print $14 + $15 + $16 + $17}' "/proc/$1/stat"; }
 
-declare -A PID PEAK CPU0 PHASE_CPU PHASE_RSS
+declare -A PID PEAK CPU0 PHASE_CPU PHASE_RSS PHASE_SPLIT
 for c in "${COMPONENTS[@]}"; do
   idx=0
   [[ $c == *#* ]] && idx=${c#*#}
-  PID[$c]=$(deployed_pid "${c%#*}" "$idx") || die "$c: no running pod in multinet-system"
+  if [[ $c == multinetd-launcher ]]; then
+    # multinetd's child in the node cgroup (nodeexec.Launcher).
+    PID[$c]=$(pgrep -P "${PID[multinetd]}" -f -- '--nodeexec-launcher$' | head -n1) ||
+      die "multinetd (pid ${PID[multinetd]}) has no delegate launcher child"
+  else
+    PID[$c]=$(deployed_pid "${c%#*}" "$idx") || die "$c: no running pod in multinet-system"
+  fi
   [[ -r /proc/${PID[$c]}/status ]] || die "$c: no process ${PID[$c]}"
 done
 
@@ -65,6 +77,7 @@ phase_end() { # phase_end NAME
   for c in "${COMPONENTS[@]}"; do
     PHASE_CPU[$1,$c]=$(($(cpu_ticks "${PID[$c]}") - CPU0[$c]))
     PHASE_RSS[$1,$c]="$(rss_kib "${PID[$c]}") ${PEAK[$c]}"
+    PHASE_SPLIT[$1,$c]=$(rss_split "${PID[$c]}")
   done
 }
 declare -A PHASE_WALL
@@ -149,9 +162,9 @@ gone() {
 wait_phase 600 gone || die "pods not gone in 600 s"
 phase_end down
 
-printf '\n%d pods, %s attachments (eth0 + 2 bridge networks each); RSS in MiB (at the end of the phase / peak), CPU in seconds (cores = CPU / wall)\n\n' "$N" "$attachments"
-printf '| component | idle RSS | scale-up (%.0f s) RSS end/peak, CPU s (cores) | steady RSS, cores | scale-down (%.0f s) RSS end/peak, CPU s (cores) |\n' "${PHASE_WALL[up]}" "${PHASE_WALL[down]}"
-printf '|---|---|---|---|---|\n'
+printf '\n%d pods, %s attachments (eth0 + 2 bridge networks each); binary size in MB (of /proc/PID/exe); RSS in MiB (at the end of the phase / peak; idle and steady also anon/file: RssAnon / RssFile), CPU in seconds (cores = CPU / wall)\n\n' "$N" "$attachments"
+printf '| component | binary MB | idle RSS (anon/file) | scale-up (%.0f s) RSS end/peak, CPU s (cores) | steady RSS (anon/file), cores | scale-down (%.0f s) RSS end/peak, CPU s (cores) |\n' "${PHASE_WALL[up]}" "${PHASE_WALL[down]}"
+printf '|---|---|---|---|---|---|\n'
 mib() { awk -v k="$1" 'BEGIN {printf "%.1f", k / 1024}'; }
 cores() { awk -v t="$1" -v hz="$CLK_TCK" -v w="$2" 'BEGIN {printf "%.2f s (%.3f)", t / hz, t / hz / w}'; }
 for c in "${COMPONENTS[@]}"; do
@@ -159,8 +172,9 @@ for c in "${COMPONENTS[@]}"; do
   read -r ue up <<<"${PHASE_RSS[up,$c]}"
   read -r se _ <<<"${PHASE_RSS[steady,$c]}"
   read -r de dp <<<"${PHASE_RSS[down,$c]}"
-  printf '| %s | %s | %s / %s, %s | %s, %s | %s / %s, %s |\n' "$c" "$(mib "$ie")" \
+  size=$(stat -Lc %s "/proc/${PID[$c]}/exe" | awk '{printf "%.1f", $1 / 1e6}')
+  printf '| %s | %s | %s (%s) | %s / %s, %s | %s (%s), %s | %s / %s, %s |\n' "$c" "$size" "$(mib "$ie")" "${PHASE_SPLIT[idle,$c]}" \
     "$(mib "$ue")" "$(mib "$up")" "$(cores "${PHASE_CPU[up,$c]}" "${PHASE_WALL[up]}")" \
-    "$(mib "$se")" "$(cores "${PHASE_CPU[steady,$c]}" "${PHASE_WALL[steady]}")" \
+    "$(mib "$se")" "${PHASE_SPLIT[steady,$c]}" "$(cores "${PHASE_CPU[steady,$c]}" "${PHASE_WALL[steady]}")" \
     "$(mib "$de")" "$(mib "$dp")" "$(cores "${PHASE_CPU[down,$c]}" "${PHASE_WALL[down]}")"
 done

@@ -1,35 +1,97 @@
 package depgraph
 
 import (
+	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
 
 // rule is what one command must not link: a dependency equal to a banned
-// path or below it (path + "/...") fails the test.
+// path or below it (path + "/...") fails the test; exact paths fail only
+// when equal.
 type rule struct {
 	cmd    string
 	banned []string
+	exact  []string
 	why    string
+}
+
+// deadCodeKillers are the packages that look methods up by name through
+// reflect (text/template, html/template, and golang.org/x/net/trace, which
+// uses them): the linker then keeps every exported method of every
+// reachable type, 12 MB of multinetd (docs/bench.md "Binary size"). gRPC
+// leaves x/net/trace out with -tags grpcnotrace, which the builds pass.
+var deadCodeKillers = []string{"text/template", "html/template", "golang.org/x/net/trace"}
+
+// cliCode is the kubectl plugin's code and libraries: no daemon runs it.
+var cliCode = []string{
+	"github.com/spf13/cobra", "sigs.k8s.io/kustomize", "k8s.io/cli-runtime", "k8s.io/kubectl",
+	"github.com/multinet/multinet/pkg/cli", "github.com/multinet/multinet/pkg/lint",
+	"github.com/multinet/multinet/pkg/explain",
+}
+
+func join(lists ...[]string) []string {
+	var out []string
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out
 }
 
 var rules = []rule{
 	{
-		cmd: "./cmd/multinet-deviceplugin",
+		cmd: "./cmd/multinet-delegate-launcher",
 		banned: []string{
-			"k8s.io/client-go", "k8s.io/api", "k8s.io/dynamic-resource-allocation",
-			"github.com/multinet/multinet/pkg/dra",
-			"github.com/prometheus", "github.com/spf13/cobra", "sigs.k8s.io/kustomize",
+			"net/http", "k8s.io", "sigs.k8s.io", "google.golang.org/grpc", "google.golang.org/protobuf",
+			"github.com/prometheus", "github.com/vishvananda/netlink",
 		},
+		why: "the launcher lives as long as multinetd and only forks delegates: it must stay small (package nodeexec)",
+	},
+	{
+		cmd: "./cmd/multinet-deviceplugin",
+		banned: join(deadCodeKillers, cliCode, []string{
+			"k8s.io/client-go", "k8s.io/api", "k8s.io/dynamic-resource-allocation",
+			"github.com/multinet/multinet/pkg/dra", "github.com/prometheus",
+		}),
 		why: "the device plugin talks to the kubelet only (Device Plugin API over gRPC); the DRA driver is multinet-dra-driver",
+	},
+	{
+		cmd: "./cmd/multinetd",
+		banned: join(deadCodeKillers, cliCode, []string{
+			"sigs.k8s.io/controller-runtime", "k8s.io/dynamic-resource-allocation",
+			"github.com/multinet/multinet/pkg/dra", "github.com/multinet/multinet/pkg/webhook",
+			"k8s.io/client-go/informers", "k8s.io/client-go/dynamic",
+		}),
+		// The whole clientset: multinetd uses typed core/v1 and resource/v1
+		// clients only.
+		exact: []string{"k8s.io/client-go/kubernetes"},
+		why:   "multinetd uses typed core/v1 and resource/v1 clients, informers made from ListWatches, gRPC for the kubelet",
+	},
+	{
+		cmd: "./cmd/multinet-webhook",
+		banned: join(deadCodeKillers, cliCode, []string{
+			"google.golang.org/grpc", "k8s.io/dynamic-resource-allocation", "github.com/vishvananda/netlink",
+			"github.com/multinet/multinet/pkg/dra", "github.com/multinet/multinet/pkg/daemon",
+		}),
+		why: "the webhook serves admission over HTTPS and reads NADs",
+	},
+	{
+		cmd: "./cmd/multinet-dra-driver",
+		banned: join(deadCodeKillers, cliCode, []string{
+			"sigs.k8s.io/controller-runtime", "github.com/prometheus",
+			"github.com/multinet/multinet/pkg/daemon", "github.com/multinet/multinet/pkg/webhook",
+		}),
+		why: "the DRA driver is a kubelet plugin publishing ResourceSlices",
 	},
 }
 
-// deps returns the import paths of pkg's dependency graph (go list -deps).
+// deps returns the import paths of pkg's dependency graph as the builds
+// make it (go list -tags grpcnotrace -deps).
 func deps(t *testing.T, pkg string) []string {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-deps", pkg)
+	cmd := exec.Command("go", "list", "-tags", "grpcnotrace", "-deps", pkg)
 	cmd.Dir = "../.."
 	out, err := cmd.Output()
 	if err != nil {
@@ -58,6 +120,9 @@ func TestDaemonsLinkOnlyWhatTheyUse(t *testing.T) {
 					seen[b] = true
 					t.Errorf("%s links %s (banned: %s): %s", r.cmd, d, b, r.why)
 				}
+				if slices.Contains(r.exact, d) {
+					t.Errorf("%s links %s: %s", r.cmd, d, r.why)
+				}
 			}
 		})
 	}
@@ -74,4 +139,45 @@ func TestBanned(t *testing.T) {
 			t.Errorf("banned(%q) = %q, want %q", dep, got, want)
 		}
 	}
+}
+
+// TestBuildsUseGRPCNoTrace: every build of the daemons passes -tags
+// grpcnotrace (without it gRPC links golang.org/x/net/trace and multinetd
+// grows by 12 MB, docs/bench.md "Binary size").
+func TestBuildsUseGRPCNoTrace(t *testing.T) {
+	for _, f := range []string{"hack/images.sh", "hack/cluster-cni-multinet.sh", "Makefile"} {
+		b, err := os.ReadFile("../../" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		builds, bad := untaggedBuilds(string(b))
+		if builds == 0 {
+			t.Errorf("%s: no build of ./cmd/ found", f)
+		}
+		for _, line := range bad {
+			t.Errorf("%s builds without -tags grpcnotrace: %s", f, line)
+		}
+	}
+	if n, bad := untaggedBuilds("x:\n\t$(GO) build -o out/ ./cmd/...\n"); n != 1 || len(bad) != 1 {
+		t.Errorf("an untagged Makefile build: %d builds, %q", n, bad)
+	}
+	if n, bad := untaggedBuilds("go build -trimpath -tags grpcnotrace \\\n  ./cmd/multinetd\n"); n != 1 || len(bad) != 0 {
+		t.Errorf("a tagged build: %d builds, %q", n, bad)
+	}
+}
+
+// untaggedBuilds counts the go build commands of script (a "build" word with
+// ./cmd/ or -trimpath on its line) and returns those without -tags
+// grpcnotrace.
+func untaggedBuilds(script string) (builds int, bad []string) {
+	for _, line := range strings.Split(script, "\n") {
+		if !strings.Contains(line, " build ") || !strings.Contains(line, "./cmd/") && !strings.Contains(line, "-trimpath") {
+			continue
+		}
+		builds++
+		if !strings.Contains(line, "-tags grpcnotrace") {
+			bad = append(bad, strings.TrimSpace(line))
+		}
+	}
+	return builds, bad
 }

@@ -490,9 +490,10 @@ func delegateExec(cfg Config) (*nodeexec.Exec, *nodeexec.Launcher, error) {
 	}
 	self, err := os.Executable()
 	if err != nil {
-		return nil, nil, fmt.Errorf("delegateCgroup: the launcher is this binary: %w", err)
+		return nil, nil, fmt.Errorf("delegateCgroup: the launcher is found from this binary's path: %w", err)
 	}
-	l, err := nodeexec.NewLauncher([]string{self}, cg)
+	launcher := nodeexec.LauncherCommand(self)
+	l, err := nodeexec.NewLauncher([]string{launcher}, cg)
 	if err == nil {
 		err = l.Start()
 	}
@@ -500,6 +501,6 @@ func delegateExec(cfg Config) (*nodeexec.Exec, *nodeexec.Launcher, error) {
 		return nil, nil, fmt.Errorf("delegateCgroup %s: %w", g, err)
 	}
 	e.Launcher = l
-	klog.InfoS("delegates run in the node's view", "nodeRoot", cfg.NodeRoot, "cgroup", g, "hierarchies", len(cg.Dirs()))
+	klog.InfoS("delegates run in the node's view", "nodeRoot", cfg.NodeRoot, "cgroup", g, "hierarchies", len(cg.Dirs()), "launcher", launcher)
 	return e, l, nil
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -19,6 +20,24 @@ import (
 // LauncherArg is the argument that turns a binary that calls
 // MaybeServeLauncher (multinetd) into the launcher process.
 const LauncherArg = "--nodeexec-launcher"
+
+// LauncherBinary is the file name of the small launcher command
+// (cmd/multinet-delegate-launcher) LauncherCommand looks for next to the
+// daemon's binary.
+const LauncherBinary = "multinet-delegate-launcher"
+
+// LauncherCommand returns the program to run as the launcher for the daemon
+// binary self: LauncherBinary in self's directory when it is an executable
+// regular file there (the images and hack/ builds put it there), else self,
+// which serves as the launcher through MaybeServeLauncher. The small binary
+// keeps the long-lived launcher's memory to its own (issue 14).
+func LauncherCommand(self string) string {
+	p := filepath.Join(filepath.Dir(self), LauncherBinary)
+	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+		return p
+	}
+	return self
+}
 
 // maxRequest bounds one launch request (path, environment, root) in bytes.
 const maxRequest = 256 << 10

@@ -53,9 +53,12 @@ type Spec struct {
 var Specs = []Spec{
 	{
 		Name:        "multinetd",
-		Description: "multinet node daemon, CNI shim, netdev and IPAM plugins, and their installer",
+		Description: "multinet node daemon and its delegate launcher, CNI shim, netdev and IPAM plugins, and their installer",
 		Files: []File{
 			{"multinetd", "/usr/local/bin/multinetd"},
+			// multinetd's delegate launcher, found next to multinetd
+			// (nodeexec.LauncherCommand).
+			{"multinet-delegate-launcher", "/usr/local/bin/multinet-delegate-launcher"},
 			{"multinet-install", "/usr/local/bin/multinet-install"},
 			{"multinet-shim", "/opt/multinet/cni/bin/multinet-shim"},
 			{"multinet-netdev", "/opt/multinet/cni/bin/multinet-netdev"},

@@ -105,11 +105,12 @@ func TestMultinetdImage(t *testing.T) {
 	}
 	entries := layerEntries(t, img)
 	for bin, p := range map[string]string{
-		"multinetd":        "usr/local/bin/multinetd",
-		"multinet-install": "usr/local/bin/multinet-install",
-		"multinet-shim":    "opt/multinet/cni/bin/multinet-shim",
-		"multinet-netdev":  "opt/multinet/cni/bin/multinet-netdev",
-		"multinet-ipam":    "opt/multinet/cni/bin/multinet-ipam",
+		"multinetd":                  "usr/local/bin/multinetd",
+		"multinet-delegate-launcher": "usr/local/bin/multinet-delegate-launcher",
+		"multinet-install":           "usr/local/bin/multinet-install",
+		"multinet-shim":              "opt/multinet/cni/bin/multinet-shim",
+		"multinet-netdev":            "opt/multinet/cni/bin/multinet-netdev",
+		"multinet-ipam":              "opt/multinet/cni/bin/multinet-ipam",
 	} {
 		e, ok := entries[p]
 		if !ok {
@@ -131,7 +132,7 @@ func TestMultinetdImage(t *testing.T) {
 	if e := entries["var/run"]; e.typ != tar.TypeSymlink || e.data != "../run" {
 		t.Errorf("var/run type %c, want a symlink to ../run", e.typ)
 	}
-	want := 5 + 2 + 4 + 1 + 8 // binaries, passwd+group, tmp+root+run+var, var/run, parent dirs
+	want := 6 + 2 + 4 + 1 + 8 // binaries, passwd+group, tmp+root+run+var, var/run, parent dirs
 	if len(entries) != want {
 		names := make([]string, 0, len(entries))
 		for n := range entries {
