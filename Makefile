@@ -86,9 +86,13 @@ fuzz: ## run every Fuzz target for FUZZTIME (default 30s) each
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 .PHONY: bench
-bench: ## cluster benchmark table (hack/bench.sh BENCH_ARGS; needs cluster-up, root), then bench-go
+bench: ## cluster benchmark table (hack/bench.sh BENCH_ARGS; needs cluster-up, root; MULTUS_BIN_DIR=<dir> measures Multus thick side by side), then bench-go
 	hack/bench.sh $(BENCH_ARGS)
 	$(MAKE) --no-print-directory bench-go
+
+.PHONY: multus-build
+multus-build: ## build Multus thick's multus-daemon and multus-shim (MULTUS_VERSION, default v4.2.3) into the cache and print the dir, for make bench MULTUS_BIN_DIR=<dir>; optional, not part of test
+	hack/multus-build.sh
 
 .PHONY: bench-multinode
 bench-multinode: ## multinet-ipam against host-local on a 3-node cluster: p50/p99, 100 allocations at once across the nodes, conflicts, API requests per allocation (NODES=3 cluster-up, TestMultiNodeIPAMBench, cluster-down; table in _output/bench/multinode-ipam.md)

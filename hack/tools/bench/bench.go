@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,6 +39,14 @@ type bench struct {
 	tracker  *tracker
 	multinet *path
 	direct   *path
+	// multus and multusPath: Multus thick side by side (-multus-bin-dir),
+	// nil when not measured.
+	multus     *multus
+	multusPath *path
+	// stub and stubPath: multinet-shim against a stub daemon in the bench
+	// process (the floor outside multinetd's handler).
+	stub     *stubDaemon
+	stubPath *path
 
 	pid        int
 	ids        []identity
@@ -147,6 +156,57 @@ func (b *bench) prepare(ctx context.Context) error {
 		direct = append(direct, attachment{list: list, ifName: fmt.Sprintf("net%d", i+1)})
 	}
 	b.direct = &path{name: "direct", cni: cni, tracker: b.tracker, nets: direct}
+	if b.stub, err = startStub(b.o.outDir); err != nil {
+		return err
+	}
+	stubList, err := b.stub.list(runtimeList)
+	if err != nil {
+		return fmt.Errorf("stub daemon config: %w", err)
+	}
+	b.stubPath = &path{name: "stub", cni: cni, tracker: b.tracker, nets: []attachment{{list: stubList, ifName: "eth0"}}}
+	if b.o.multusBinDir != "" {
+		if b.multus, err = newMultus(b.o.multusBinDir, b.o.outDir); err != nil {
+			return err
+		}
+		// The runtime finds multus-shim in the Multus build dir, the
+		// delegates in the cluster's CNI bin dir.
+		mcni := libcni.NewCNIConfigWithCacheDir([]string{b.o.multusBinDir, b.e.cniBin}, b.cacheDir, nil)
+		list, err := b.multus.shimList(runtimeList.CNIVersion)
+		if err != nil {
+			return fmt.Errorf("Multus shim config: %w", err)
+		}
+		b.multusPath = &path{name: "multus", cni: mcni, tracker: b.tracker, nets: []attachment{{list: list, ifName: "eth0"}}}
+	}
+	return nil
+}
+
+// paths returns the measured paths in a rotation by i, so that none
+// systematically runs on a warmer (or colder) machine than another.
+func (b *bench) paths(i int) []*path {
+	ps := []*path{b.multinet, b.direct}
+	if b.multusPath != nil {
+		ps = append(ps, b.multusPath)
+	}
+	return rotate(ps, i)
+}
+
+// rotate returns ps rotated left by i.
+func rotate(ps []*path, i int) []*path {
+	i %= len(ps)
+	return append(slices.Clone(ps[i:]), ps[:i]...)
+}
+
+// startMultus gives Multus its API access and starts its daemon (after
+// the namespace exists), with the cluster's default network conflist.
+func (b *bench) startMultus(ctx context.Context) error {
+	logf("Multus thick side by side: multus-daemon from %s as a host process", b.o.multusBinDir)
+	if err := b.multus.rbac(ctx, b.c); err != nil {
+		return err
+	}
+	if err := b.multus.start(ctx, b.c, b.e, b.multusPath.nets[0].list.CNIVersion); err != nil {
+		return err
+	}
+	b.res.multusPID = b.multus.pid()
 	return nil
 }
 
@@ -191,6 +251,13 @@ func (b *bench) run(ctx context.Context) (*results, error) {
 	if err := b.c.createFlowSchemas(ctx, b.ids); err != nil {
 		return nil, err
 	}
+	if b.multus != nil {
+		if err := b.startMultus(ctx); err != nil {
+			return nil, err
+		}
+	} else {
+		logf("Multus thick: not measured (no -multus-bin-dir / MULTUS_BIN_DIR; hack/multus-build.sh builds it)")
+	}
 	nPods := max(b.o.rssPods, b.o.apiAdds, 1)
 	for _, c := range b.o.concurrency {
 		nPods = max(nPods, c)
@@ -201,6 +268,11 @@ func (b *bench) run(ctx context.Context) (*results, error) {
 	}
 	// Let multinetd's informers see the pods' final state.
 	time.Sleep(2 * time.Second)
+	if b.multus != nil {
+		if r.multusRSSIdle, err = readMemory(b.multus.pid()); err != nil {
+			return nil, fmt.Errorf("multus-daemon: %w", err)
+		}
+	}
 
 	// 5. API requests per ADD (fresh pods, so no Event aggregation).
 	if b.o.apiAdds > 0 {
@@ -241,6 +313,11 @@ func (b *bench) run(ctx context.Context) (*results, error) {
 	if r.rssPeak, err = procStatusKB(b.pid, "VmHWM"); err != nil {
 		return nil, err
 	}
+	if b.multus != nil {
+		if r.multusRSSPeak, err = procStatusKB(b.multus.pid(), "VmHWM"); err != nil {
+			return nil, err
+		}
+	}
 	return r, nil
 }
 
@@ -268,6 +345,29 @@ func (b *bench) versionPhase() error {
 	if fi, err := os.Stat(shim); err == nil {
 		b.res.shimSize = fi.Size()
 	}
+	if b.stub != nil {
+		var err error
+		if b.res.stubDial, err = b.stub.dialTimes(b.o.versionRuns, "/var/run/netns/mnbench-stub"); err != nil {
+			return fmt.Errorf("stub daemon: %w", err)
+		}
+	}
+	if b.multusPath != nil {
+		ms := filepath.Join(b.o.multusBinDir, "multus-shim")
+		if _, err := execTimes(ms, 10); err != nil {
+			return err
+		}
+		// multus-shim after the interleaved pair (same machine state, one binary).
+		for i := 0; i < b.o.versionRuns; i++ {
+			m, err := execTimes(ms, 1)
+			if err != nil {
+				return err
+			}
+			b.res.versionMultus = append(b.res.versionMultus, m...)
+		}
+		if fi, err := os.Stat(ms); err == nil {
+			b.res.multusShimSize = fi.Size()
+		}
+	}
 	if fi, err := os.Stat(bridge); err == nil {
 		b.res.bridgeSize = fi.Size()
 	}
@@ -285,7 +385,7 @@ func (b *bench) newSandbox(ctx context.Context, pod podRef) (*sandbox, error) {
 
 // split is one multinet operation as multinetd's own histograms saw it:
 // its handler time and the delegates' time within it.
-type split struct{ handler, delegates time.Duration }
+type split struct{ handler, delegates, queued time.Duration }
 
 // splitOf returns the difference of two daemonSums for cmd, when exactly
 // one operation happened in between.
@@ -294,7 +394,7 @@ func splitOf(a, b map[string]float64, cmd string) (split, bool) {
 		return split{}, false
 	}
 	sec := func(k string) time.Duration { return time.Duration((b[k] - a[k]) * float64(time.Second)) }
-	return split{handler: sec(cmd + " op sum"), delegates: sec(cmd + " delegate sum")}, true
+	return split{handler: sec(cmd + " op sum"), delegates: sec(cmd + " delegate sum"), queued: sec(cmd + " queued sum")}, true
 }
 
 // once runs one ADD then one DEL of p on a fresh sandbox for pod. For the
@@ -416,7 +516,7 @@ func (b *bench) latencyPhase(ctx context.Context) error {
 	r := b.res
 	pod := func(i int) podRef { return b.pods[i%len(b.pods)] }
 	for i := 0; i < b.o.warmup; i++ {
-		for _, p := range []*path{b.multinet, b.direct} {
+		for _, p := range b.paths(0) {
 			if _, _, _, _, err := b.once(ctx, p, pod(i)); err != nil {
 				return fmt.Errorf("warm-up: %w", err)
 			}
@@ -426,18 +526,24 @@ func (b *bench) latencyPhase(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		// Alternate which path goes first so that neither gets a
-		// systematically warmer (or colder) machine.
-		order := []*path{b.multinet, b.direct}
-		if i%2 == 1 {
-			order = []*path{b.direct, b.multinet}
+		// The stub path takes its turn too (latency only).
+		ps := b.paths(0)
+		if b.stubPath != nil {
+			ps = append(ps, b.stubPath)
 		}
-		for _, p := range order {
+		for _, p := range rotate(ps, i) {
 			add, del, as, ds, err := b.once(ctx, p, pod(i))
 			if err != nil {
 				return err
 			}
-			if p == b.multinet {
+			switch p {
+			case b.stubPath:
+				r.addStub = append(r.addStub, add)
+				r.delStub = append(r.delStub, del)
+			case b.multusPath:
+				r.addMultus = append(r.addMultus, add)
+				r.delMultus = append(r.delMultus, del)
+			case b.multinet:
 				r.addMultinet = append(r.addMultinet, add)
 				r.delMultinet = append(r.delMultinet, del)
 				if as != nil {
@@ -446,7 +552,7 @@ func (b *bench) latencyPhase(ctx context.Context) error {
 				if ds != nil {
 					r.delSplit.add(del, *ds)
 				}
-			} else {
+			default:
 				r.addDirect = append(r.addDirect, add)
 				r.delDirect = append(r.delDirect, del)
 			}
@@ -523,7 +629,7 @@ func (b *bench) burst(ctx context.Context, p *path, n int, cr *concResult) (time
 }
 
 func (b *bench) concurrencyPhase(ctx context.Context, n int) error {
-	var m, d dist
+	var m, d, mu dist
 	cr := concResult{n: n}
 	before := b.daemonSums(ctx)
 	api0, err := b.c.apiSnapshot(ctx, b.ids)
@@ -531,19 +637,18 @@ func (b *bench) concurrencyPhase(ctx context.Context, n int) error {
 		return err
 	}
 	for rep := 0; rep < b.o.concReps; rep++ {
-		order := []*path{b.multinet, b.direct}
-		if rep%2 == 1 {
-			order = []*path{b.direct, b.multinet}
-		}
-		for _, p := range order {
+		for _, p := range b.paths(rep) {
 			time.Sleep(time.Second) // let the previous burst's Events and DELs settle
 			wall, err := b.burst(ctx, p, n, &cr)
 			if err != nil {
 				return fmt.Errorf("%d concurrent %s ADDs: %w", n, p.name, err)
 			}
-			if p == b.multinet {
+			switch p {
+			case b.multinet:
 				m = append(m, wall)
-			} else {
+			case b.multusPath:
+				mu = append(mu, wall)
+			default:
 				d = append(d, wall)
 			}
 		}
@@ -553,7 +658,7 @@ func (b *bench) concurrencyPhase(ctx context.Context, n int) error {
 	if err != nil {
 		return err
 	}
-	cr.multinet, cr.direct = m, d
+	cr.multinet, cr.direct, cr.multus = m, d, mu
 	if c := api1.patchStatusCount - api0.patchStatusCount; c > 0 {
 		cr.patchStatus = time.Duration((api1.patchStatusSum - api0.patchStatusSum) / c * float64(time.Second))
 	}
@@ -594,7 +699,35 @@ func (b *bench) rssPhase(ctx context.Context) error {
 	}
 	time.Sleep(3 * time.Second)
 	r.rssPods = n
-	r.rssAfterDel, err = readMemory(b.pid)
+	if r.rssAfterDel, err = readMemory(b.pid); err != nil || b.multusPath == nil {
+		return err
+	}
+	return b.multusRSS(ctx, sbs)
+}
+
+// multusRSS attaches the same pods through Multus (on fresh netns) and
+// reads multus-daemon's memory with them attached.
+func (b *bench) multusRSS(ctx context.Context, old []*sandbox) error {
+	sbs := make([]*sandbox, len(old))
+	for i := range sbs {
+		sb, err := b.newSandbox(ctx, old[i].pod)
+		if err != nil {
+			return err
+		}
+		sbs[i] = sb
+	}
+	if err := parallel(len(sbs), 10, func(i int) error { _, err := b.multusPath.add(ctx, sbs[i]); return err }); err != nil {
+		return err
+	}
+	time.Sleep(3 * time.Second)
+	var err error
+	b.res.multusRSSLoaded, err = readMemory(b.multus.pid())
+	if derr := parallel(len(sbs), 10, func(i int) error { _, err := b.multusPath.del(ctx, sbs[i]); return err }); derr != nil {
+		return derr
+	}
+	for _, sb := range sbs {
+		_ = b.netns.del(sb.netns)
+	}
 	return err
 }
 
@@ -630,6 +763,14 @@ func (b *bench) cleanup() error {
 	var errs []error
 	errs = append(errs, b.tracker.undoAll(ctx)...)
 	errs = append(errs, b.netns.delAll()...)
+	if b.stub != nil {
+		b.stub.stop()
+	}
+	if b.multus != nil {
+		if err := b.multus.stop(ctx, b.c); err != nil {
+			errs = append(errs, fmt.Errorf("Multus: %w", err))
+		}
+	}
 	if b.nsCreated {
 		if err := b.c.deleteNamespace(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("delete namespace %s: %w", b.o.namespace, err))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
@@ -31,6 +33,7 @@ const benchLabel = "multinet.io/bench"
 const neverLabel = "multinet.io/bench-never-schedule"
 
 type cluster struct {
+	rest  *rest.Config
 	kube  kubernetes.Interface
 	nads  nadclient.NetworkAttachmentDefinitionsGetter
 	node  string
@@ -53,7 +56,7 @@ func newCluster(kubeconfig, node, ns, image string) (*cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &cluster{kube: kc, nads: nc, node: node, ns: ns, image: image}, nil
+	return &cluster{rest: rc, kube: kc, nads: nc, node: node, ns: ns, image: image}, nil
 }
 
 func labels() map[string]string { return map[string]string{benchLabel: "true"} }
@@ -70,6 +73,9 @@ func (c *cluster) removeStale(ctx context.Context) error {
 		if err := c.kube.CoreV1().Namespaces().Delete(ctx, n.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
+	}
+	if errs := deleteMultusRBAC(ctx, c); len(errs) > 0 {
+		return errors.Join(errs...)
 	}
 	return c.deleteFlowSchemas(ctx)
 }

@@ -64,6 +64,7 @@ type options struct {
 	namespace       string
 	runtimeConf     string
 	daemonPIDFile   string
+	multusBinDir    string
 }
 
 func parseFlags() (*options, error) {
@@ -94,6 +95,7 @@ func parseFlags() (*options, error) {
 	flag.StringVar(&o.namespace, "namespace", "", "bench namespace (default multinet-bench-<random>)")
 	flag.StringVar(&o.runtimeConf, "runtime-conf", "", "the runtime's CNI config list, whose only plugin is multinet-shim (default $CNI_CONF_DIR/00-multinet.conflist)")
 	flag.StringVar(&o.daemonPIDFile, "daemon-pid-file", "", "multinetd's PID file, for its RSS (default $PID_DIR/multinetd.pid)")
+	flag.StringVar(&o.multusBinDir, "multus-bin-dir", os.Getenv("MULTUS_BIN_DIR"), "a directory with multus-daemon and multus-shim (Multus thick, hack/multus-build.sh): also measure Multus side by side (default $MULTUS_BIN_DIR; empty: skipped)")
 	flag.Parse()
 	for _, s := range strings.Split(conc, ",") {
 		if s = strings.TrimSpace(s); s == "" {

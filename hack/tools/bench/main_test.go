@@ -1,8 +1,12 @@
 package main
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/containernetworking/cni/libcni"
 )
 
 func TestParseProm(t *testing.T) {
@@ -75,5 +79,95 @@ func TestContainerID(t *testing.T) {
 	id := newContainerID()
 	if len(id) != 64 || id[:len(containerIDPrefix)] != containerIDPrefix {
 		t.Errorf("newContainerID() = %q", id)
+	}
+}
+
+// TestPathsRotation: every path leads in turn and each appears once per
+// iteration, with Multus when it is measured.
+func TestPathsRotation(t *testing.T) {
+	m, d, mu := &path{name: "multinet"}, &path{name: "direct"}, &path{name: "multus"}
+	b := &bench{multinet: m, direct: d}
+	if got := b.paths(1); len(got) != 2 || got[0] != d || got[1] != m {
+		t.Errorf("without Multus, paths(1) = %v", names(got))
+	}
+	b.multusPath = mu
+	first := map[string]bool{}
+	for i := 0; i < 3; i++ {
+		got := b.paths(i)
+		if len(got) != 3 {
+			t.Fatalf("paths(%d) = %v, want 3 paths", i, names(got))
+		}
+		seen := map[*path]bool{got[0]: true, got[1]: true, got[2]: true}
+		if !seen[m] || !seen[d] || !seen[mu] {
+			t.Errorf("paths(%d) = %v, want each path once", i, names(got))
+		}
+		first[got[0].name] = true
+	}
+	if len(first) != 3 {
+		t.Errorf("leaders over 3 iterations: %v, want all three", first)
+	}
+}
+
+func names(ps []*path) (out []string) {
+	for _, p := range ps {
+		out = append(out, p.name)
+	}
+	return out
+}
+
+// TestMarkdownMultus: with Multus measured, its column holds this run's
+// figures (ADD overhead and ratio against direct, burst ratio); without,
+// the report says it was not measured.
+func TestMarkdownMultus(t *testing.T) {
+	ms := func(v ...int) (d dist) {
+		for _, x := range v {
+			d = append(d, time.Duration(x)*time.Millisecond)
+		}
+		return d
+	}
+	r := &results{o: &options{multusBinDir: "/x"}, addDirect: ms(30, 30, 30), addMultinet: ms(40, 40, 40), delDirect: ms(10), delMultinet: ms(12),
+		conc: []concResult{{n: 10, direct: ms(200), multinet: ms(300), multus: ms(500)}}}
+	if out := r.markdown(); !strings.Contains(out, "not measured") || strings.Contains(out, "(measured in this run)") {
+		t.Errorf("without Multus, the report does not say it was not measured:\n%s", out)
+	}
+	r.multusPID = 42
+	r.addMultus, r.delMultus = ms(60, 60, 60), ms(20)
+	out := r.markdown()
+	for _, want := range []string{"(measured in this run)", "+30.0, 2.00×", "+10.0, 2.00×", "0.50 s (2.50× direct)", "multus-daemon pid 42"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "(issue 4)") {
+		t.Errorf("measured report still shows issue 4's figures:\n%s", out)
+	}
+}
+
+// TestStubDaemon: the stub daemon answers an ADD over its socket, and its
+// conflist is the runtime's with socketPath pointing at it.
+func TestStubDaemon(t *testing.T) {
+	s, err := startStub(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.stop()
+	d, err := s.dialTimes(3, "/var/run/netns/x")
+	if err != nil || len(d) != 3 {
+		t.Fatalf("dialTimes = %v, %v", d, err)
+	}
+	rt, err := libcni.ConfListFromBytes([]byte(`{"cniVersion":"1.1.0","name":"multinet","plugins":[{"type":"multinet-shim","timeout":"90s"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.list(rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p map[string]any
+	if err := json.Unmarshal(l.Plugins[0].Bytes, &p); err != nil {
+		t.Fatal(err)
+	}
+	if l.CNIVersion != "1.1.0" || p["type"] != "multinet-shim" || p["socketPath"] != s.socket || p["timeout"] != "90s" {
+		t.Errorf("stub conflist %s (cniVersion %s)", l.Plugins[0].Bytes, l.CNIVersion)
 	}
 }

@@ -7,8 +7,8 @@ import (
 )
 
 type concResult struct {
-	n                int
-	multinet, direct dist
+	n                        int
+	multinet, direct, multus dist
 	// means per ADD inside multinetd: waiting for a slot, handler run
 	// time, delegates within the run.
 	queued, ran, delegates time.Duration
@@ -23,12 +23,14 @@ type concResult struct {
 }
 
 // splits decompose the multinet operations, per operation: outside
-// multinetd (shim exec, socket, the runtime's libcni), multinetd's own work
-// (handler minus delegates), and the delegates.
-type splits struct{ outside, own, delegates dist }
+// multinetd's handler (shim exec, socket, the runtime's libcni, multinetd
+// reading the request), waiting in multinetd for a slot, multinetd's own
+// work (handler minus delegates), and the delegates.
+type splits struct{ outside, queued, own, delegates dist }
 
 func (s *splits) add(total time.Duration, sp split) {
-	s.outside = append(s.outside, total-sp.handler)
+	s.outside = append(s.outside, total-sp.handler-sp.queued)
+	s.queued = append(s.queued, sp.queued)
 	s.own = append(s.own, sp.handler-sp.delegates)
 	s.delegates = append(s.delegates, sp.delegates)
 }
@@ -70,6 +72,40 @@ type results struct {
 	rssPeak         int64
 	rssPods         int
 	hotPlug         hotPlugResult
+
+	// Multus thick side by side (-multus-bin-dir); empty when not measured.
+	multusPID       int
+	versionMultus   dist
+	multusShimSize  int64
+	addMultus       dist
+	delMultus       dist
+	multusRSSIdle   memory
+	multusRSSLoaded memory
+	multusRSSPeak   int64
+
+	// multinet-shim against a stub daemon in the bench process.
+	addStub, delStub dist
+	stubDial         dist
+}
+
+// multusCell is the Multus column: measured in this run when Multus ran
+// (f's result), else issue 4's recorded figure, marked as such.
+func (r *results) multusCell(measured func() string, recorded string) string {
+	if r.multusPID != 0 {
+		return measured()
+	}
+	if recorded == "" {
+		return ""
+	}
+	return recorded + " (issue 4)"
+}
+
+// ratio formats a/b as "1.23×", "n/a" when b is 0.
+func ratio(a, b time.Duration) string {
+	if b <= 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f×", float64(a)/float64(b))
 }
 
 func (r *results) markdown() string {
@@ -79,17 +115,32 @@ func (r *results) markdown() string {
 		"%d ADD/DEL iterations per path, %d VERSION runs per binary.\n\n",
 		r.node, r.cpus, r.kernel, r.k8s, len(r.addMultinet), len(r.versionShim))
 	fmt.Fprintf(&b, "Runtime config %s; multinetd pid %d.\n\n", r.o.runtimeConf, r.pid)
+	multusHdr := "Multus thick (not measured in this run: figures recorded in issue 4)"
+	if r.multusPID != 0 {
+		multusHdr = "Multus thick (measured in this run)"
+		fmt.Fprintf(&b, "Multus thick: multus-daemon pid %d from %s, a host process, driven through multus-shim.\n\n", r.multusPID, r.o.multusBinDir)
+	} else {
+		b.WriteString("Multus thick was not measured (no `MULTUS_BIN_DIR`; `hack/multus-build.sh` builds it): its column repeats issue 4's recorded figures.\n\n")
+	}
 
-	b.WriteString("| measure | multinet | direct / reference | Multus thick (issue 4) | target |\n")
+	b.WriteString("| measure | multinet | direct / reference | " + multusHdr + " | target |\n")
 	b.WriteString("| --- | --- | --- | --- | --- |\n")
 	row := func(cells ...string) { b.WriteString("| " + strings.Join(cells, " | ") + " |\n") }
 
-	row("shim binary size", mib(r.shimSize)+" (multinet-shim)", mib(r.bridgeSize)+" (bridge)", "51 MB (multus-shim)", "a few MB")
-	row("VERSION exec p50 / p90 / p99 (ms)", r.versionShim.triple(), r.versionBridge.triple()+" (bridge)", "16.8 vs 3.5 (p50)", "≤ 3 ms")
-	row("ADD p50 / p90 / p99 (ms)", r.addMultinet.triple(), r.addDirect.triple(), "81 vs 43 (p50)", "")
-	row("ADD overhead at p50 (ms)", overhead(r.addMultinet, r.addDirect), "", "38", "≤ 5 ms")
-	row("DEL p50 / p90 / p99 (ms)", r.delMultinet.triple(), r.delDirect.triple(), "97 vs 73 (p50)", "")
-	row("DEL overhead at p50 (ms)", overhead(r.delMultinet, r.delDirect), "", "24", "≤ 5 ms")
+	row("shim binary size", mib(r.shimSize)+" (multinet-shim)", mib(r.bridgeSize)+" (bridge)",
+		r.multusCell(func() string { return mib(r.multusShimSize) + " (multus-shim)" }, "51 MB (multus-shim)"), "a few MB")
+	row("VERSION exec p50 / p90 / p99 (ms)", r.versionShim.triple(), r.versionBridge.triple()+" (bridge)",
+		r.multusCell(r.versionMultus.triple, "16.8 vs 3.5 (p50)"), "≤ 3 ms")
+	row("ADD p50 / p90 / p99 (ms)", r.addMultinet.triple(), r.addDirect.triple(), r.multusCell(r.addMultus.triple, "81 vs 43 (p50)"), "")
+	row("ADD overhead at p50 (ms), × direct", overhead(r.addMultinet, r.addDirect)+", "+ratio(r.addMultinet.median(), r.addDirect.median()), "",
+		r.multusCell(func() string {
+			return overhead(r.addMultus, r.addDirect) + ", " + ratio(r.addMultus.median(), r.addDirect.median())
+		}, "38"), "≤ 3 ms (status write off the critical path), ≤ PATCH + 3 ms (on it)")
+	row("DEL p50 / p90 / p99 (ms)", r.delMultinet.triple(), r.delDirect.triple(), r.multusCell(r.delMultus.triple, "97 vs 73 (p50)"), "")
+	row("DEL overhead at p50 (ms), × direct", overhead(r.delMultinet, r.delDirect)+", "+ratio(r.delMultinet.median(), r.delDirect.median()), "",
+		r.multusCell(func() string {
+			return overhead(r.delMultus, r.delDirect) + ", " + ratio(r.delMultus.median(), r.delDirect.median())
+		}, "24"), "≤ 5 ms")
 	for _, x := range []struct {
 		cmd    string
 		sp     splits
@@ -98,37 +149,50 @@ func (r *results) markdown() string {
 		if len(x.sp.own) == 0 {
 			continue
 		}
-		row(fmt.Sprintf("%s split p50 / p90 (ms): outside multinetd; multinetd's own work; delegates", x.cmd),
-			fmt.Sprintf("%s / %s; %s / %s; %s / %s",
+		row(fmt.Sprintf("%s split p50 / p90 (ms): outside multinetd's handler; queued in multinetd; multinetd's own work; delegates", x.cmd),
+			fmt.Sprintf("%s / %s; %s / %s; %s / %s; %s / %s",
 				ms(x.sp.outside.pct(50)), ms(x.sp.outside.pct(90)),
+				ms(x.sp.queued.pct(50)), ms(x.sp.queued.pct(90)),
 				ms(x.sp.own.pct(50)), ms(x.sp.own.pct(90)),
 				ms(x.sp.delegates.pct(50)), ms(x.sp.delegates.pct(90))),
 			fmt.Sprintf("delegates direct: %s / %s", ms(x.direct.pct(50)), ms(x.direct.pct(90))), "", "")
 	}
+	if len(r.addStub) > 0 {
+		row("ADD / DEL through multinet-shim to a stub daemon, p50 / p90 / p99 (ms): libcni + shim exec + socket, no work",
+			r.addStub.triple()+" / DEL "+r.delStub.triple(), "", "", "")
+		if len(r.addSplit.outside) > 0 {
+			row("ADD outside multinetd's handler above the stub floor, p50 (ms)",
+				fmt.Sprintf("%+.1f (%s − %s)", float64(r.addSplit.outside.median()-r.addStub.median())/float64(time.Millisecond),
+					ms(r.addSplit.outside.median()), ms(r.addStub.median())), "", "", "")
+		}
+	}
+	if len(r.stubDial) > 0 {
+		row("socket alone: one ADD exchange with the stub daemon from the bench process, p50 / p90 / p99 (ms)", r.stubDial.triple(), "", "", "")
+	}
 	for _, c := range r.conc {
 		m, d := c.multinet.median(), c.direct.median()
-		ratio := "n/a"
-		if d > 0 {
-			ratio = fmt.Sprintf("%.2f×", float64(m)/float64(d))
-		}
-		ref, target := "", ""
+		ref := ""
 		if c.n == 10 {
-			ref, target = "0.50 s vs 0.19 s (2.6×)", "≤ 1.2× direct"
+			ref = "0.50 s vs 0.19 s (2.6×)"
 		}
+		ref = r.multusCell(func() string {
+			return fmt.Sprintf("%s (%s direct)", secs(c.multus.median()), ratio(c.multus.median(), d))
+		}, ref)
 		row(fmt.Sprintf("%d concurrent ADDs, wall (median of %d)", c.n, len(c.multinet)),
-			fmt.Sprintf("%s (%s direct)", secs(m), ratio), secs(d), ref, target)
+			fmt.Sprintf("%s (%s direct)", secs(m), ratio(m, d)), secs(d), ref, "≤ 1.2× direct")
 		if c.ran > 0 {
 			row(fmt.Sprintf("… in multinetd at %d concurrent, mean per ADD (ms)", c.n),
 				fmt.Sprintf("queued %s; ran %s, delegates %s; API server PATCH pods/status %s; multinetd API requests %.0f/s during the bursts",
 					ms(c.queued), ms(c.ran), ms(c.delegates), ms(c.patchStatus), c.daemonRequests/max(c.daemonWindow.Seconds(), 0.001)), "", "", "")
 		}
 	}
-	row("multinetd RSS idle", r.rssIdle.String(), "", "41 MB", "")
+	row("daemon RSS idle", r.rssIdle.String(), "", r.multusCell(r.multusRSSIdle.String, "41 MB"), "")
 	if r.rssPods > 0 {
-		row(fmt.Sprintf("multinetd RSS with %d pods attached", r.rssPods), r.rssLoaded.String(), "", "49 MB (100 pods)", "≤ 30 MiB")
+		row(fmt.Sprintf("daemon RSS with %d pods attached", r.rssPods), r.rssLoaded.String(), "",
+			r.multusCell(r.multusRSSLoaded.String, "49 MB (100 pods)"), "≤ 30 MiB, anon ≤ 15 MiB")
 		row(fmt.Sprintf("multinetd RSS after DEL of the %d", r.rssPods), r.rssAfterDel.String(), "", "", "")
 	}
-	row("multinetd peak RSS (VmHWM, since start)", mib(r.rssPeak), "", "", "")
+	row("daemon peak RSS (VmHWM, since start)", mib(r.rssPeak), "", r.multusCell(func() string { return mib(r.multusRSSPeak) }, ""), "")
 	if n := len(r.hotPlug.toInterface); n > 0 {
 		row(fmt.Sprintf("hot-plug, annotation PATCH → interface in the pod, p50 / p90 / p99 (ms, %d changes)", n), r.hotPlug.toInterface.triple(), "", "", "")
 		row(fmt.Sprintf("hot-plug, annotation PATCH → network-status, p50 / p90 / p99 (ms, %d changes)", n), r.hotPlug.toStatus.triple(), "", "", "p99 ≤ 1 s")
@@ -242,7 +306,11 @@ Rows:
   and after each operation, outside the timed part): outside multinetd = end to end − handler time (shim exec,
   socket, the runtime's libcni, scheduling); multinetd's own work = handler − delegates (pod lookup, plan, the
   attachment records, the network-status PATCH); delegates = the three delegate lists as multinetd ran them,
-  to compare with the direct path.
+  to compare with the direct path; queued = multinetd's wait for a slot (its own histogram).
+- stub daemon: the multinet path's conflist with socketPath pointing at pkg/cniserver serving a handler that answers
+  at once, in the bench process: libcni + multinet-shim's exec + the socket, the floor of "outside multinetd's
+  handler"; the row below is how much the real one costs above it (multinetd reading and answering the request,
+  the scheduling of its container). "socket alone": api.Dial from the bench process, no exec.
 - N concurrent ADDs: N fresh sandboxes of N different pods, ADD started at once; wall time to the last answer.
   The row below: multinetd's mean wait for one of its maxInFlight slots, mean handler time and delegates' share,
   the API server's mean time of a PATCH pods/status over the bursts, and the rate of multinetd's API requests
@@ -252,6 +320,10 @@ Rows:
   Events are asynchronous, so the window ends a settle time after the last ADD. The kubelet column is the kubelet's
   reaction to the bench's (admission-rejected) pods being updated. The all-clients column is apiserver_request_total
   over the same window minus an idle window of equal length (noisy: it includes everyone using the cluster).
+- Multus thick (with MULTUS_BIN_DIR): multus-daemon as a host process (its daemon config: clusterNetwork = the
+  same default network conflist, the cluster's CNI bin dir, a ServiceAccount with the RBAC it needs), driven like
+  multinet through libcni executing multus-shim; the three paths take turns in every iteration and burst. Unlike
+  multinetd (a pod), it runs in the host's cgroup (full CPU weight).
 - RSS: VmRSS of the multinetd process (/proc/<pid>/status; RssAnon and RssFile in MiB), before any bench pod,
   with the pods attached (no DEL yet), and after their DEL.
 `)
