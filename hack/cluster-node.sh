@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
-# cluster-node.sh kill|start NODE: one extra node of a multi-node local
-# cluster (make cluster-up NODES=N; hack/lib/nodes.sh), for the tests of a
-# node that dies (e2e TestMultiNodeNodeKilled).
+# cluster-node.sh kill|start|restart-kubelet NODE: one extra node of a
+# multi-node local cluster (make cluster-up NODES=N; hack/lib/nodes.sh), for
+# the tests of a node that dies (e2e TestMultiNodeNodeKilled) and the e2e
+# suite run on an extra node (E2E_NODE).
 #
-#   kill NODE   SIGKILLs the node's kubelet and containerd and every process
-#               in its kubelet's cgroups (its pods' containers and their
-#               shims): the node is dead, as after a power cut. Its
-#               namespaces, kube-proxy and its pods' network namespaces stay.
-#   start NODE  starts its containerd and kubelet again (the same
-#               configuration) and waits until the node is Ready.
+#   kill NODE             SIGKILLs the node's kubelet and containerd and every
+#                         process in its kubelet's cgroups (its pods'
+#                         containers and their shims): the node is dead, as
+#                         after a power cut. Its namespaces, kube-proxy and its
+#                         pods' network namespaces stay.
+#   start NODE            starts its containerd and kubelet again (the same
+#                         configuration) and waits until the node is Ready.
+#   restart-kubelet NODE  stops the node's kubelet (SIGTERM), starts it again
+#                         with the same configuration and waits until its
+#                         healthz answers and the node is Ready (what
+#                         hack/cluster-devices.sh restart-kubelet does on the
+#                         host: device-plugin and DRA re-registration tests).
 set -euo pipefail
 
 # shellcheck source=hack/lib/cluster.sh
@@ -19,7 +26,7 @@ LOG_PREFIX=cluster-node
 load_env
 
 name=${2:-}
-[[ -n $name ]] || { echo "usage: $0 kill|start NODE" >&2; exit 2; }
+[[ -n $name ]] || { echo "usage: $0 kill|start|restart-kubelet NODE" >&2; exit 2; }
 line=$(awk -v n="$name" '$1 == n && $4 != "-"' "$NODES_FILE" 2>/dev/null)
 [[ -n $line ]] || die "$name is not an extra node of the running cluster ($NODES_FILE)"
 read -r _ ip _ _ _ <<<"$line"
@@ -40,8 +47,25 @@ kill_node() {
   log "node $name killed ($n processes)"
 }
 
+# node_kubelet_healthy: the node's kubelet answers healthz (its own
+# 127.0.0.1, in the node's network namespace).
+node_kubelet_healthy() {
+  node_exec "$name" curl -fsS "http://127.0.0.1:$KUBELET_HEALTHZ_PORT/healthz" >/dev/null 2>&1
+}
+
+restart_kubelet() {
+  local pid
+  pid=$(component_pid "$name-kubelet") || die "the kubelet of $name is not running"
+  stop_pid "$pid" "$name-kubelet" 20 || die "the kubelet of $name (pid $pid) did not stop"
+  node_start_kubelet "$name" "$ip"
+  wait_until "node $name: kubelet healthz" 60 "$name-kubelet" node_kubelet_healthy
+  wait_until "node $name Ready" 60 "$name-kubelet" node_ready_named "$name"
+  log "kubelet of $name restarted (pid $(component_pid "$name-kubelet"))"
+}
+
 case $1 in
 kill) kill_node ;;
+restart-kubelet) restart_kubelet ;;
 start)
   component_alive "$name-containerd" || node_start_containerd "$name"
   component_alive "$name-kubelet" || node_start_kubelet "$name" "$ip"
@@ -49,7 +73,7 @@ start)
   log "node $name runs again"
   ;;
 *)
-  echo "usage: $0 kill|start NODE" >&2
+  echo "usage: $0 kill|start|restart-kubelet NODE" >&2
   exit 2
   ;;
 esac

@@ -39,6 +39,10 @@ NODE_CGROUP_PREFIX= # node K's cgroup root is /multinet-nodeK
 # on every node; a node shows only the devices it has as healthy).
 EXTRA_NODE_NETDEVS=${EXTRA_NODE_NETDEVS:-2 1}
 
+# The DRA driver's netdevs (mnr0..) on each extra node: as many as the host
+# has (hack/cluster-devices.sh DRA_NETDEV_COUNT).
+EXTRA_NODE_DRA_NETDEVS=2
+
 extra_node_name() { echo "multinet-node$1"; }
 extra_node_ip() { echo "${NODE_IP%.*}.$1"; }
 # node_pod_cidr K: node K's pod subnet, POD_CIDR's /24 moved up by K-1.
@@ -229,15 +233,20 @@ node_files() {
 }
 
 # node_netdevs K: node K's netdev pool devices (veth pairs mnvI/mnvIp in
-# its network namespace, as hack/cluster-devices.sh makes on the host).
+# its network namespace, as hack/cluster-devices.sh makes on the host) and
+# the DRA driver's mnr0, mnr1 (as on the host: the e2e suite's DRA tests
+# run on any node, E2E_NODE).
 node_netdevs() {
-  local k=$1 name i n
+  local k=$1 name i n d
   name=$(extra_node_name "$k")
   n=$(extra_node_netdevs "$k")
-  for ((i = 0; i < n; i++)); do
-    node_exec "$name" ip link add "mnv$i" type veth peer name "mnv${i}p"
-    node_exec "$name" ip link set "mnv${i}p" up
-    node_exec "$name" ip link set "mnv$i" up
+  local devs=()
+  for ((i = 0; i < n; i++)); do devs+=("mnv$i"); done
+  for ((i = 0; i < EXTRA_NODE_DRA_NETDEVS; i++)); do devs+=("mnr$i"); done
+  for d in "${devs[@]}"; do
+    node_exec "$name" ip link add "$d" type veth peer name "${d}p"
+    node_exec "$name" ip link set "${d}p" up
+    node_exec "$name" ip link set "$d" up
   done
 }
 

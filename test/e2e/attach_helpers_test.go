@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -84,8 +83,8 @@ func bridgeNetConf(t *testing.T, ns, name, version string, caps map[string]bool,
 	plugins := append([]map[string]any{bridge}, extraPlugins...)
 	conf := map[string]any{"cniVersion": version, "name": name, "plugins": plugins}
 	t.Cleanup(func() {
-		_ = exec.Command("ip", "link", "del", tn.Bridge).Run()
-		_ = os.RemoveAll(tn.DataDir)
+		target.try("ip", "link", "del", tn.Bridge)
+		_ = os.RemoveAll(target.path(tn.DataDir))
 	})
 	return tn, conf
 }
@@ -116,11 +115,12 @@ func createNAD(t *testing.T, ns, name string, conf any, annotations map[string]s
 }
 
 // allocations lists the addresses host-local holds in the network's data dir
-// ("ip → containerID").
+// on the target node ("ip → containerID").
 func (n *testNet) allocations(t *testing.T) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	entries, err := os.ReadDir(filepath.Join(n.DataDir, n.Name))
+	dir := target.path(filepath.Join(n.DataDir, n.Name))
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		if os.IsNotExist(err) {
 			return out
@@ -131,16 +131,17 @@ func (n *testNet) allocations(t *testing.T) map[string]string {
 		if e.Name() == "lock" || strings.HasPrefix(e.Name(), "last_reserved_ip") {
 			continue
 		}
-		b, _ := os.ReadFile(filepath.Join(n.DataDir, n.Name, e.Name()))
+		b, _ := os.ReadFile(filepath.Join(dir, e.Name()))
 		out[e.Name()] = strings.SplitN(string(b), "\n", 2)[0]
 	}
 	return out
 }
 
-// ports lists the interfaces enslaved to the network's bridge (host veths).
+// ports lists the interfaces enslaved to the network's bridge on the target
+// node (the pods' veths).
 func (n *testNet) ports(t *testing.T) []string {
 	t.Helper()
-	out, err := exec.Command("ip", "-o", "link", "show", "master", n.Bridge).CombinedOutput()
+	out, err := target.command(testContext(t, 30*time.Second), "ip", "-o", "link", "show", "master", n.Bridge).CombinedOutput()
 	if err != nil {
 		if strings.Contains(string(out), "does not exist") {
 			return nil
@@ -179,7 +180,8 @@ func assertNoRecords(t *testing.T, ns string) {
 	}
 }
 
-// podSpec is a busybox pod that sleeps, with the networks annotation.
+// podSpec is a busybox pod that sleeps, with the networks annotation,
+// pinned to the target node.
 func podSpec(ns, name, networks string) *corev1.Pod {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{}},
@@ -194,7 +196,7 @@ func podSpec(ns, name, networks string) *corev1.Pod {
 	if networks != "" {
 		p.Annotations[nadv1.NetworksAnnotation] = networks
 	}
-	return p
+	return target.pin(p)
 }
 
 // runPod creates the pod and waits until it runs; it returns the pod as
@@ -291,11 +293,11 @@ func deletePod(t *testing.T, ns, name string) {
 	}
 }
 
-// podRecords returns the files of multinetd's attachment records of pod
-// ns/name ("" name: every pod of ns).
+// podRecords returns the files of the target node's multinetd's attachment
+// records of pod ns/name ("" name: every pod of ns).
 func podRecords(t *testing.T, ns, name string) []string {
 	t.Helper()
-	dir := filepath.Join(testCluster.mustEnv(t, "MULTINET_CLUSTER_DIR"), "multinet", "state", "records")
+	dir := recordsDir(t)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatalf("records dir: %v", err)
@@ -315,6 +317,13 @@ func podRecords(t *testing.T, ns, name string) []string {
 		}
 	}
 	return out
+}
+
+// recordsDir is where this process finds the target node's multinetd's
+// attachment records.
+func recordsDir(t *testing.T) string {
+	t.Helper()
+	return target.path(filepath.Join(testCluster.mustEnv(t, "MULTINET_CLUSTER_DIR"), "multinet", "state", "records"))
 }
 
 // networkStatus decodes the pod's network-status annotation (spec §5).

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -113,7 +112,7 @@ func bridgeNetStatic(t *testing.T, ns, name string) *staticNet {
 		{"type": "tuning", "capabilities": map[string]bool{"mac": true}},
 	}}
 	createNAD(t, ns, name, conf, nil)
-	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", bridge).Run() })
+	t.Cleanup(func() { target.try("ip", "link", "del", bridge) })
 	return &staticNet{testNet: &testNet{Namespace: ns, Name: name, Bridge: bridge, Subnet: fmt.Sprintf("10.211.%d.0/24", n)}, n: n}
 }
 
@@ -132,7 +131,7 @@ func TestDelegateFailureRollsBack(t *testing.T) {
 		"ipam": map[string]any{"type": "host-local", "dataDir": full.DataDir, "ranges": [][]map[string]string{{{
 			"subnet": fmt.Sprintf("10.210.%d.0/24", n), "rangeStart": fmt.Sprintf("10.210.%d.10", n), "rangeEnd": fmt.Sprintf("10.210.%d.10", n)}}}},
 	}}}, nil)
-	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", full.Bridge).Run() })
+	t.Cleanup(func() { target.try("ip", "link", "del", full.Bridge) })
 
 	// The one address of "full" goes to a first pod.
 	runPod(t, podSpec(ns, "holder", "full"))
@@ -353,10 +352,11 @@ func TestDelWithAPIServerStopped(t *testing.T) {
 	assertReleased(t, a)
 }
 
-// readRecord reads one of multinetd's attachment records by file name.
+// readRecord reads one of the target node's multinetd's attachment records
+// by file name.
 func readRecord(t *testing.T, file string) *state.Record {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(testCluster.mustEnv(t, "MULTINET_CLUSTER_DIR"), "multinet", "state", "records", file))
+	b, err := os.ReadFile(filepath.Join(recordsDir(t), file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,13 +367,14 @@ func readRecord(t *testing.T, file string) *state.Record {
 	return &r
 }
 
-// runShim execs the installed multinet-shim as the container runtime does:
-// CNI_* environment, and on stdin multinet's conflist turned into the single
-// plugin config libcni gives each plugin (name and cniVersion injected).
+// runShim execs the target node's installed multinet-shim as its container
+// runtime does (in the node's namespaces): CNI_* environment, and on stdin
+// multinet's conflist turned into the single plugin config libcni gives
+// each plugin (name and cniVersion injected).
 func runShim(t *testing.T, command, containerID, netns, args string) (string, error) {
 	t.Helper()
 	binDir := testCluster.mustEnv(t, "CNI_BIN_DIR")
-	raw, err := os.ReadFile(filepath.Join(testCluster.mustEnv(t, "CNI_CONF_DIR"), "00-multinet.conflist"))
+	raw, err := os.ReadFile(target.path(filepath.Join(testCluster.mustEnv(t, "CNI_CONF_DIR"), "00-multinet.conflist")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +390,7 @@ func runShim(t *testing.T, command, containerID, netns, args string) (string, er
 	conf["cniVersion"], conf["name"] = list.CNIVersion, list.Name
 	stdin, _ := json.Marshal(conf)
 	ctx := testContext(t, 60*time.Second)
-	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "multinet-shim"))
+	cmd := target.command(ctx, filepath.Join(binDir, "multinet-shim"))
 	cmd.Env = []string{"CNI_COMMAND=" + command, "CNI_CONTAINERID=" + containerID, "CNI_NETNS=" + netns,
 		"CNI_IFNAME=eth0", "CNI_PATH=" + binDir, "CNI_ARGS=" + args, "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
 	cmd.Stdin = bytes.NewReader(stdin)

@@ -5,10 +5,8 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -57,24 +55,24 @@ func requireDeployed(t *testing.T) {
 	}
 }
 
+// nodeComponents are the cluster components each node runs its own copy
+// of; the others (kube-apiserver, ...) run once, on the host.
+var nodeComponents = map[string]bool{"kubelet": true, "containerd": true, "kube-proxy": true}
+
 // componentPID returns the host PID of a cluster component: for a deployed
-// multinet DaemonSet, the main process of its pod's container on this node;
-// otherwise the PID file the cluster scripts wrote. (The deployed webhook
-// has two replicas: see webhookTarget.)
+// multinet DaemonSet, the main process of its pod's container on the
+// target node; for a node component, the target node's; otherwise the PID
+// file the cluster scripts wrote. (The deployed webhook has two replicas:
+// see webhookTarget.)
 func componentPID(t *testing.T, name string) int {
 	t.Helper()
 	if label, ok := deployedComponents[name]; ok && testCluster.deployed {
 		return containerPID(t, runningPod(t, label))
 	}
-	b, err := os.ReadFile(filepath.Join(testCluster.mustEnv(t, "PID_DIR"), name+".pid"))
-	if err != nil {
-		t.Fatal(err)
+	if nodeComponents[name] {
+		return readPIDFile(t, target.componentPIDFile(t, name))
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatalf("%s.pid: %v", name, err)
-	}
-	return pid
+	return readPIDFile(t, filepath.Join(testCluster.mustEnv(t, "PID_DIR"), name+".pid"))
 }
 
 // runningPods returns the running, not terminating pods of multinet-system
@@ -100,12 +98,18 @@ func runningPods(t *testing.T, label string) []*corev1.Pod {
 }
 
 // runningPod returns the one running, not terminating pod of multinet-system
-// with app.kubernetes.io/name=label (a DaemonSet's on this node).
+// with app.kubernetes.io/name=label on the target node (a DaemonSet's).
 func runningPod(t *testing.T, label string) *corev1.Pod {
 	t.Helper()
-	found := runningPods(t, label)
+	all := runningPods(t, label)
+	var found []*corev1.Pod
+	for _, p := range all {
+		if p.Spec.NodeName == target.Name {
+			found = append(found, p)
+		}
+	}
 	if len(found) != 1 {
-		t.Fatalf("%d running %s pods in %s, want 1:\n%s", len(found), label, systemNamespace, describePods(derefPods(found)))
+		t.Fatalf("%d running %s pods in %s on node %s, want 1:\n%s", len(found), label, systemNamespace, target.Name, describePods(derefPods(all)))
 	}
 	return found[0]
 }
@@ -119,8 +123,8 @@ func derefPods(ps []*corev1.Pod) []corev1.Pod {
 }
 
 // containerPID returns the host PID of the pod's first container from the
-// runtime's task state (containerd keeps it in <state>/io.containerd.
-// runtime.v2.task/k8s.io/<id>/init.pid).
+// runtime's task state on the pod's node (containerd keeps it in
+// <state>/io.containerd.runtime.v2.task/k8s.io/<id>/init.pid).
 func containerPID(t *testing.T, p *corev1.Pod) int {
 	t.Helper()
 	if len(p.Status.ContainerStatuses) == 0 {
@@ -131,16 +135,14 @@ func containerPID(t *testing.T, p *corev1.Pod) int {
 	if !ok || id == "" {
 		t.Fatalf("pod %s/%s: container ID %q", p.Namespace, p.Name, p.Status.ContainerStatuses[0].ContainerID)
 	}
-	path := filepath.Join(testCluster.mustEnv(t, "MULTINET_CLUSTER_DIR"), "containerd", "state", "io.containerd.runtime.v2.task", "k8s.io", id, "init.pid")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("pod %s/%s: %v", p.Namespace, p.Name, err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	return pid
+	return readPIDFile(t, taskPIDFile(t, nodeOf(t, p), id))
+}
+
+// taskPIDFile is where this process finds the init.pid of the node's
+// containerd task id (a container).
+func taskPIDFile(t *testing.T, n clusterNode, id string) string {
+	t.Helper()
+	return n.path(filepath.Join(testCluster.mustEnv(t, "MULTINET_CLUSTER_DIR"), "containerd", "state", "io.containerd.runtime.v2.task", "k8s.io", id, "init.pid"))
 }
 
 // restartDaemon restarts multinetd: deployed, by deleting its pod (the
@@ -165,14 +167,14 @@ func restartDaemon(t *testing.T) {
 	waitComponentReady(t, "multinetd", old.UID, 120*time.Second)
 }
 
-// waitComponentReady waits until the component's pod is Ready and is not
-// the pod with UID notUID ("": any), and returns it.
+// waitComponentReady waits until the component's pod on the target node is
+// Ready and is not the pod with UID notUID ("": any), and returns it.
 func waitComponentReady(t *testing.T, label string, notUID types.UID, within time.Duration) *corev1.Pod {
 	t.Helper()
 	ctx := testContext(t, within)
 	var ready *corev1.Pod
 	err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		list, err := testCluster.kube.CoreV1().Pods(systemNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + label})
+		list, err := targetPods(ctx, systemNamespace, "app.kubernetes.io/name="+label)
 		if err != nil || len(list.Items) != 1 {
 			return false, nil
 		}

@@ -24,13 +24,15 @@ import (
 // TestDeployedComponents: `kubectl apply -k deploy/overlays/local` (through
 // hack/cluster-deployed.sh, which cluster-up runs) left multinetd and the
 // device plugin and DRA driver DaemonSets and the webhook Deployment fully rolled out and
-// Ready with the images of the last `make images`, the webhook's CA in both
-// configurations, and multinetd's CNI config on the node.
+// Ready on every node with the images of the last `make images`, the
+// webhook's CA in both configurations, and multinetd's CNI config on the
+// target node.
 func TestDeployedComponents(t *testing.T) {
 	requireDeployed(t)
 	ctx := testContext(t, 30*time.Second)
 	images := builtImages(t)
 	apps := testCluster.kube.AppsV1()
+	nodes := int32(len(clusterNodes(t)))
 
 	for _, name := range []string{"multinetd", "multinet-deviceplugin", "multinet-dra-driver"} {
 		ds, err := apps.DaemonSets(systemNamespace).Get(ctx, name, metav1.GetOptions{})
@@ -38,8 +40,8 @@ func TestDeployedComponents(t *testing.T) {
 			t.Fatalf("daemonset %s: %v", name, err)
 		}
 		st := ds.Status
-		if st.DesiredNumberScheduled != 1 || st.NumberReady != 1 || st.UpdatedNumberScheduled != 1 || st.ObservedGeneration != ds.Generation {
-			t.Errorf("daemonset %s not rolled out and Ready: %+v", name, st)
+		if st.DesiredNumberScheduled != nodes || st.NumberReady != nodes || st.UpdatedNumberScheduled != nodes || st.ObservedGeneration != ds.Generation {
+			t.Errorf("daemonset %s not rolled out and Ready on all %d nodes: %+v", name, nodes, st)
 		}
 		checkImages(t, name, ds.Spec.Template.Spec.Containers[0].Image, images)
 	}
@@ -88,8 +90,8 @@ func TestDeployedComponents(t *testing.T) {
 	}
 	waitWebhookAvailable(t)
 	conf := filepath.Join(testCluster.mustEnv(t, "CNI_CONF_DIR"), "00-multinet.conflist")
-	if _, err := os.Stat(conf); err != nil {
-		t.Errorf("multinetd's CNI config: %v", err)
+	if _, err := os.Stat(target.path(conf)); err != nil {
+		t.Errorf("multinetd's CNI config on node %s: %v", target.Name, err)
 	}
 	// The shim the init container installed is the image's (not the host
 	// bootstrap's): multinetd's pod ran install-cni to completion.

@@ -20,15 +20,15 @@ import (
 )
 
 // TestDeploymentOnDefaultNetwork: a Deployment of two replicas is scheduled by
-// the real scheduler onto the node, both pods run and get distinct addresses
-// of the default network's pod subnet, and `kubectl exec` into one shows that
-// address on its eth0.
+// the real scheduler onto the target node (its nodeSelector), both pods run
+// and get distinct addresses of the node's default network pod subnet, and
+// `kubectl exec` into one shows that address on its eth0.
 func TestDeploymentOnDefaultNetwork(t *testing.T) {
 	image := testCluster.mustEnv(t, "TEST_IMAGE")
-	node := testCluster.mustEnv(t, "NODE_NAME")
-	subnet, err := netip.ParsePrefix(testCluster.mustEnv(t, "POD_CIDR"))
+	node := target.Name
+	subnet, err := netip.ParsePrefix(target.PodCIDR)
 	if err != nil {
-		t.Fatalf("POD_CIDR: %v", err)
+		t.Fatalf("pod CIDR of node %s: %v", node, err)
 	}
 	ns := newNamespace(t)
 	ctx := testContext(t, 4*time.Minute)
@@ -42,6 +42,7 @@ func TestDeploymentOnDefaultNetwork(t *testing.T) {
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
+					NodeSelector:                  map[string]string{corev1.LabelHostname: node},
 					TerminationGracePeriodSeconds: ptr.To[int64](1),
 					Containers: []corev1.Container{{
 						Name:            "busybox",

@@ -49,8 +49,33 @@ func devicesEnv(t *testing.T) map[string]string {
 	return env
 }
 
-// netdevPool returns the netdev pool's resource name and device names.
+// netdevPool returns the netdev pool's resource name and the devices of the
+// target node: the configured names (netdevNames) the node has, in its
+// network namespace or in a pod's (the veth's peer, mnvNp, stays in the
+// node). The host has all four; an extra node has fewer
+// (hack/lib/nodes.sh EXTRA_NODE_NETDEVS).
 func netdevPool(t *testing.T) (string, []string) {
+	t.Helper()
+	resourceName, names := netdevNames(t)
+	h := target.netlink(t)
+	var devs []string
+	for _, n := range names {
+		if _, err := h.LinkByName(n); err == nil {
+			devs = append(devs, n)
+		} else if _, err := h.LinkByName(n + "p"); err == nil {
+			devs = append(devs, n)
+		}
+	}
+	if len(devs) == 0 {
+		t.Fatalf("node %s has none of the netdev pool's devices %v", target.Name, names)
+	}
+	return resourceName, devs
+}
+
+// netdevNames returns the netdev pool's resource name and the device names
+// the device plugin's configuration lists (every node's: a node's capacity;
+// the names it lacks are unhealthy, not allocatable).
+func netdevNames(t *testing.T) (string, []string) {
 	t.Helper()
 	env := devicesEnv(t)
 	return env["NETDEV_RESOURCE"], strings.Split(env["NETDEV_DEVICES"], ",")
@@ -69,12 +94,12 @@ func envVarOf(resourceName string) string {
 	return "MULTINET_" + string(b)
 }
 
-// nodeResource returns the node's allocatable and capacity of a resource (0
-// when absent).
+// nodeResource returns the target node's allocatable and capacity of a
+// resource (0 when absent).
 func nodeResource(t *testing.T, name corev1.ResourceName) (allocatable, capacity int64) {
 	t.Helper()
 	ctx := testContext(t, 20*time.Second)
-	node, err := testCluster.kube.CoreV1().Nodes().Get(ctx, testCluster.mustEnv(t, "NODE_NAME"), metav1.GetOptions{})
+	node, err := testCluster.kube.CoreV1().Nodes().Get(ctx, target.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("get node: %v", err)
 	}
@@ -105,7 +130,7 @@ func freeDevices(t *testing.T, name string) int64 {
 	t.Helper()
 	alloc, _ := nodeResource(t, corev1.ResourceName(name))
 	ctx := testContext(t, 20*time.Second)
-	pods, err := testCluster.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + testCluster.mustEnv(t, "NODE_NAME")})
+	pods, err := testCluster.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + target.Name})
 	if err != nil {
 		t.Fatalf("list pods: %v", err)
 	}
@@ -150,27 +175,26 @@ type hostLink struct {
 	Up  bool
 }
 
-// hostLinkState returns the host interface's MAC and admin state, or nil
-// when the host has no interface of that name.
+// hostLinkState returns the MAC and admin state of the target node's
+// interface, or nil when the node (its network namespace) has no interface
+// of that name.
 func hostLinkState(t *testing.T, name string) *hostLink {
 	t.Helper()
-	l, err := netlink.LinkByName(name)
+	l, err := target.netlink(t).LinkByName(name)
 	if err != nil {
 		var nf netlink.LinkNotFoundError
 		if errors.As(err, &nf) {
 			return nil
 		}
-		t.Fatalf("host link %s: %v", name, err)
+		t.Fatalf("node %s: link %s: %v", target.Name, name, err)
 	}
 	return &hostLink{MAC: l.Attrs().HardwareAddr.String(), Up: l.Attrs().Flags&net.FlagUp != 0}
 }
 
-// setLink runs `ip link set NAME up|down` in the host.
+// setLink runs `ip link set NAME up|down` on the target node.
 func setLink(t *testing.T, name, state string) {
 	t.Helper()
-	if out, err := exec.Command("ip", "link", "set", name, state).CombinedOutput(); err != nil {
-		t.Fatalf("ip link set %s %s: %v: %s", name, state, err, out)
-	}
+	target.run(t, "ip", "link", "set", name, state)
 }
 
 // netdevNet creates NAD ns/name for the netdev pool: multinet-netdev with the
@@ -189,7 +213,7 @@ func netdevNet(t *testing.T, ns, name, resourceName string) *testNet {
 		"ipam": map[string]any{"type": "host-local", "dataDir": tn.DataDir,
 			"ranges": [][]map[string]string{{{"subnet": tn.Subnet}}}},
 	}, map[string]string{resourceNameAnnotation: resourceName})
-	t.Cleanup(func() { _ = os.RemoveAll(tn.DataDir) })
+	t.Cleanup(func() { _ = os.RemoveAll(target.path(tn.DataDir)) })
 	return tn
 }
 
@@ -299,7 +323,7 @@ func waitInjected(t *testing.T, p *corev1.Pod, resourceName string, want int64) 
 // (docs/deviceplugin.md: <dir>/multinet-<name with / → _>.sock).
 func pluginSocket(t *testing.T, resourceName string) string {
 	t.Helper()
-	return filepath.Join(testCluster.mustEnv(t, "DEVICE_PLUGINS_DIR"), "multinet-"+strings.ReplaceAll(resourceName, "/", "_")+".sock")
+	return target.path(filepath.Join(testCluster.mustEnv(t, "DEVICE_PLUGINS_DIR"), "multinet-"+strings.ReplaceAll(resourceName, "/", "_")+".sock"))
 }
 
 // pluginSocketID identifies the plugin's socket file by inode and ctime
@@ -408,20 +432,21 @@ func nodeStatusPeriod(t *testing.T) time.Duration {
 
 // toggleHealth sets the netdev down and up and checks that the plugin's
 // ListAndWatch reports each change within 5 s, and the node's allocatable
-// follows within the kubelet's node status period plus 5 s.
-func toggleHealth(t *testing.T, resourceName, dev string, n int64) {
+// (n with every device up) follows within the kubelet's node status period
+// plus 5 s, its capacity staying capacity.
+func toggleHealth(t *testing.T, resourceName, dev string, n, capacity int64) {
 	t.Helper()
 	health := watchHealth(t, pluginClient(t, resourceName))
 	waitHealth(t, health, dev, pluginapi.Healthy, 5*time.Second)
-	t.Cleanup(func() { _ = exec.Command("ip", "link", "set", dev, "up").Run() })
+	t.Cleanup(func() { target.try("ip", "link", "set", dev, "up") })
 	publish := nodeStatusPeriod(t) + 5*time.Second
 
 	setLink(t, dev, "down")
 	took := waitHealth(t, health, dev, pluginapi.Unhealthy, 5*time.Second)
 	tookNode := waitAllocatable(t, resourceName, n-1, publish)
 	t.Logf("%s down: ListAndWatch Unhealthy after %v, node allocatable %d after %v", dev, took.Round(time.Millisecond), n-1, tookNode.Round(time.Millisecond))
-	if _, c := nodeResource(t, corev1.ResourceName(resourceName)); c != n {
-		t.Errorf("capacity %s = %d with %s down, want %d (an unhealthy device stays listed)", resourceName, c, dev, n)
+	if _, c := nodeResource(t, corev1.ResourceName(resourceName)); c != capacity {
+		t.Errorf("capacity %s = %d with %s down, want %d (an unhealthy device stays listed)", resourceName, c, dev, capacity)
 	}
 
 	setLink(t, dev, "up")

@@ -30,7 +30,8 @@ import (
 // CNIDeviceInfoFile) and reports device-info in network-status.
 
 // TestDevicePluginAllocatable: both pools are registered with their full
-// count; a netdev set down is reported Unhealthy on ListAndWatch within 5 s
+// count (the netdev pool: every configured name in capacity, the node's
+// devices allocatable); a netdev set down is reported Unhealthy on ListAndWatch within 5 s
 // (netlink, not polling) and lowers the node's allocatable as soon as the
 // kubelet publishes its status; setting it up restores both.
 func TestDevicePluginAllocatable(t *testing.T) {
@@ -42,15 +43,17 @@ func TestDevicePluginAllocatable(t *testing.T) {
 		t.Fatalf("VHOST_SLOTS: %v", err)
 	}
 	n := int64(len(devs))
+	_, names := netdevNames(t)
+	capacity := int64(len(names))
 	waitAllocatable(t, netdev, n, 10*time.Second)
 	waitAllocatable(t, vhost, slots, 10*time.Second)
-	for res, want := range map[string]int64{netdev: n, vhost: slots} {
+	for res, want := range map[string]int64{netdev: capacity, vhost: slots} {
 		if _, c := nodeResource(t, corev1.ResourceName(res)); c != want {
 			t.Errorf("node capacity %s = %d, want %d", res, c, want)
 		}
 	}
 
-	toggleHealth(t, netdev, devs[len(devs)-1], n)
+	toggleHealth(t, netdev, devs[len(devs)-1], n, capacity)
 }
 
 // TestDevicePluginKubeletRestart: after a kubelet restart (which deletes
@@ -63,13 +66,14 @@ func TestDevicePluginKubeletRestart(t *testing.T) {
 	vhost := env["VHOST_RESOURCE"]
 	slots, _ := strconv.ParseInt(env["VHOST_SLOTS"], 10, 64)
 	n := int64(len(devs))
+	_, names := netdevNames(t)
 	waitAllocatable(t, netdev, n, 10*time.Second)
 	pluginPID := componentPID(t, "multinet-deviceplugin")
 	kubeletPID := componentPID(t, "kubelet")
 	sockBefore := pluginSocketID(t, netdev)
 
 	start := time.Now()
-	runHack(t, 150*time.Second, "cluster-devices.sh", "restart-kubelet")
+	target.restartKubelet(t)
 	if componentPID(t, "kubelet") == kubeletPID {
 		t.Fatal("the kubelet's PID did not change: not restarted")
 	}
@@ -85,7 +89,7 @@ func TestDevicePluginKubeletRestart(t *testing.T) {
 
 	// The plugin still serves (a new socket) and its health changes reach
 	// the new kubelet.
-	toggleHealth(t, netdev, devs[0], n)
+	toggleHealth(t, netdev, devs[0], n, int64(len(names)))
 }
 
 // TestDeviceNetdevPod: a pod selecting a netdev-pool network twice gets
@@ -218,7 +222,7 @@ func testVhostUserDeviceInfo(t *testing.T, caps map[string]bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dpFile, err := os.ReadFile(dpPath)
+	dpFile, err := os.ReadFile(target.path(dpPath))
 	if err != nil {
 		t.Fatalf("device plugin's device-info file: %v", err)
 	}
@@ -255,15 +259,15 @@ func testVhostUserDeviceInfo(t *testing.T, caps map[string]bool) {
 	if cniFile == "" {
 		t.Fatal("multinetd recorded no CNI device-info file for net1")
 	}
-	if b, err := os.ReadFile(cniFile); err != nil || !jsonEqual(t, b, dpFile) {
+	if b, err := os.ReadFile(target.path(cniFile)); err != nil || !jsonEqual(t, b, dpFile) {
 		t.Errorf("CNI device-info file %s: %v %s, want the device plugin's content", cniFile, err, b)
 	}
 
 	deletePod(t, ns, "vhost")
-	if _, err := os.Stat(cniFile); !os.IsNotExist(err) {
+	if _, err := os.Stat(target.path(cniFile)); !os.IsNotExist(err) {
 		t.Errorf("CNI device-info file %s after DEL: %v, want it gone", cniFile, err)
 	}
-	if _, err := os.Stat(dpPath); err != nil {
+	if _, err := os.Stat(target.path(dpPath)); err != nil {
 		t.Errorf("the device plugin's file %s must stay: %v", dpPath, err)
 	}
 	assertReleased(t, vh)

@@ -52,11 +52,11 @@ func requireDRA(t *testing.T) {
 	waitDRASlice(t, 90*time.Second)
 }
 
-// draSlices returns the node's ResourceSlices of multinet's driver.
+// draSlices returns the target node's ResourceSlices of multinet's driver.
 func draSlices(t *testing.T) []resourceapi.ResourceSlice {
 	t.Helper()
 	l, err := testCluster.kube.ResourceV1().ResourceSlices().List(testContext(t, 20*time.Second), metav1.ListOptions{
-		FieldSelector: "spec.driver=" + dra.DefaultDriverName + ",spec.nodeName=" + testCluster.mustEnv(t, "NODE_NAME")})
+		FieldSelector: "spec.driver=" + dra.DefaultDriverName + ",spec.nodeName=" + target.Name})
 	if err != nil {
 		t.Fatalf("list ResourceSlices: %v", err)
 	}
@@ -113,7 +113,7 @@ func draNet(t *testing.T, ns, name string, exhausted bool) *testNet {
 	if exhausted {
 		only := fmt.Sprintf("10.212.%d.10", n)
 		rng["rangeStart"], rng["rangeEnd"] = only, only
-		dir := filepath.Join(tn.DataDir, name)
+		dir := target.path(filepath.Join(tn.DataDir, name))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -127,7 +127,7 @@ func draNet(t *testing.T, ns, name string, exhausted bool) *testNet {
 		"ipam": map[string]any{"type": "host-local", "dataDir": tn.DataDir,
 			"ranges": [][]map[string]string{{rng}}},
 	}, map[string]string{resourceNameAnnotation: draResource, podnetworks.ResourceClaimTemplateAnnotation: "dra-netdev"})
-	t.Cleanup(func() { _ = os.RemoveAll(tn.DataDir) })
+	t.Cleanup(func() { _ = os.RemoveAll(target.path(tn.DataDir)) })
 	return tn
 }
 
@@ -467,7 +467,7 @@ func TestDRARestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := wait.PollUntilContextTimeout(testContext(t, 100*time.Second), 500*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-		l, err := testCluster.kube.CoreV1().Pods(systemNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + draDriverLabel})
+		l, err := targetPods(ctx, systemNamespace, "app.kubernetes.io/name="+draDriverLabel)
 		if err != nil {
 			return false, nil
 		}
@@ -495,7 +495,7 @@ func TestDRARestarts(t *testing.T) {
 
 	// The kubelet.
 	kubeletPID := componentPID(t, "kubelet")
-	runHack(t, 150*time.Second, "cluster-devices.sh", "restart-kubelet")
+	target.restartKubelet(t)
 	if componentPID(t, "kubelet") == kubeletPID {
 		t.Fatal("the kubelet's PID did not change: not restarted")
 	}

@@ -1,8 +1,10 @@
 //go:build e2e
 
 // Package e2e holds the end-to-end tests of multinet. They run against the
-// real single-node cluster of hack/cluster-up.sh (make test-e2e brings it up
-// and down around them) and fail, never skip, when it is not reachable.
+// real cluster of hack/cluster-up.sh (make test-e2e brings it up and down
+// around them) and fail, never skip, when it is not reachable. The tests
+// other than TestMultiNode* run on one node, the target (E2E_NODE,
+// target_test.go).
 //
 // The cluster is found through the env file cluster-up writes
 // (_output/cluster/env, or $MULTINET_CLUSTER_ENV); $KUBECONFIG and the other
@@ -49,6 +51,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	testCluster = c
+	fmt.Fprintf(os.Stderr, "e2e: target node %s (E2E_NODE; the single-node tests' pods run there)\n", target.Name)
 	os.Exit(m.Run())
 }
 
@@ -100,6 +103,13 @@ func connect() (*cluster, error) {
 	}
 	c := &cluster{env: env, config: config, kube: kube, multi: multi}
 	if c.deployed, err = detectDeployed(ctx, c); err != nil {
+		return nil, err
+	}
+	nodes, err := readNodes(env)
+	if err != nil {
+		return nil, err
+	}
+	if target, err = chooseTarget(env, nodes); err != nil {
 		return nil, err
 	}
 	return c, nil

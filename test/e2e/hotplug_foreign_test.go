@@ -5,7 +5,6 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -130,8 +129,8 @@ func TestHotPlugForeign(t *testing.T) {
 	cd := &testNet{Namespace: ns, Name: "containerd-net-" + randHex(3), Bridge: "mne" + randHex(4),
 		Subnet: fmt.Sprintf("10.210.%d.0/24", nextSubnet()), DataDir: "/var/lib/cni/networks"}
 	t.Cleanup(func() {
-		_ = exec.Command("ip", "link", "del", cd.Bridge).Run()
-		_ = os.RemoveAll(filepath.Join(cd.DataDir, cd.Name))
+		target.try("ip", "link", "del", cd.Bridge)
+		_ = os.RemoveAll(target.path(filepath.Join(cd.DataDir, cd.Name)))
 	})
 	createNAD(t, ns, "containerd-net", fmt.Sprintf(containerdExample, cd.Name, cd.Bridge, cd.Subnet), nil)
 

@@ -104,11 +104,11 @@ func sameIface(t *testing.T, before, now map[string]*podIface, ifName string) {
 	}
 }
 
-// hotPlugMetric returns multinetd's multinet_hotplug_operations_total for
-// result (-1 when it cannot be read).
+// hotPlugMetric returns the target node's multinetd's
+// multinet_hotplug_operations_total for result (-1 when it cannot be read).
 func hotPlugMetric(t *testing.T, result string) float64 {
 	t.Helper()
-	m := httpGet(testContext(t, 10*time.Second), "http://127.0.0.1:9390/metrics")
+	m := target.daemonMetrics(t)
 	prefix := `multinet_hotplug_operations_total{result="` + result + `"} `
 	for _, l := range strings.Split(m, "\n") {
 		if v, ok := strings.CutPrefix(l, prefix); ok {
@@ -204,8 +204,9 @@ func killDaemon(t *testing.T, last string) string {
 	return id
 }
 
-// runningDaemon waits (up to 2 min) for a running multinetd container other
-// than container last and returns its ID and the host PID of its process.
+// runningDaemon waits (up to 2 min) for a running multinetd container on the
+// target node other than container last and returns its ID and the host PID
+// of its process.
 // The local cluster's kubelet restarts a killed container within 10 s
 // (crashLoopBackOff.maxContainerRestartPeriod in hack/cluster-up.sh).
 func runningDaemon(t *testing.T, last string) (id string, pid int) {
@@ -215,7 +216,7 @@ func runningDaemon(t *testing.T, last string) (id string, pid int) {
 	}
 	ctx := testContext(t, 120*time.Second)
 	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		list, err := testCluster.kube.CoreV1().Pods(systemNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=multinetd"})
+		list, err := targetPods(ctx, systemNamespace, "app.kubernetes.io/name=multinetd")
 		if err != nil {
 			return false, nil
 		}
@@ -225,8 +226,7 @@ func runningDaemon(t *testing.T, last string) (id string, pid int) {
 				if cs.Name != "multinetd" || cs.State.Running == nil || cid == "" || cid == last {
 					continue
 				}
-				path := filepath.Join(testCluster.mustEnv(t, "MULTINET_CLUSTER_DIR"), "containerd", "state", "io.containerd.runtime.v2.task", "k8s.io", cid, "init.pid")
-				b, err := os.ReadFile(path)
+				b, err := os.ReadFile(taskPIDFile(t, target, cid))
 				if err != nil {
 					continue
 				}
@@ -350,7 +350,7 @@ func TestHotPlugSurvivesDaemonKills(t *testing.T) {
 // failure's message.
 func recordsText(t *testing.T, ns, name string) string {
 	t.Helper()
-	dir := filepath.Join(testCluster.mustEnv(t, "MULTINET_CLUSTER_DIR"), "multinet", "state", "records")
+	dir := recordsDir(t)
 	var b strings.Builder
 	for _, f := range podRecords(t, ns, name) {
 		data, err := os.ReadFile(filepath.Join(dir, f))
@@ -360,11 +360,11 @@ func recordsText(t *testing.T, ns, name string) string {
 }
 
 // daemonLogLines returns the lines of every multinetd container's log that
-// kubelet still has (the killed ones included) that contain substr, for a
-// failure's message.
+// the target node's kubelet still has (the killed ones included) that
+// contain substr, for a failure's message.
 func daemonLogLines(t *testing.T, substr string) string {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(testCluster.mustEnv(t, "LOG_DIR"), "pods", systemNamespace+"_multinetd-*", "multinetd", "*.log"))
+	files, _ := filepath.Glob(filepath.Join(target.podLogsDir(t), systemNamespace+"_multinetd-*", "multinetd", "*.log"))
 	var b strings.Builder
 	for _, f := range files {
 		data, err := os.ReadFile(f)
@@ -386,7 +386,7 @@ func daemonLogLines(t *testing.T, substr string) string {
 // hot-plug in progress.
 func hotPlugRecordPending(t *testing.T, ns, name string) bool {
 	t.Helper()
-	dir := filepath.Join(testCluster.mustEnv(t, "MULTINET_CLUSTER_DIR"), "multinet", "state", "records")
+	dir := recordsDir(t)
 	for _, f := range podRecords(t, ns, name) {
 		b, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil {

@@ -39,7 +39,7 @@ VERSION) echo '{"cniVersion":"1.0.0","supportedVersions":["0.3.1","0.4.0","1.0.0
 esac
 `
 
-// installHangingPlugin writes hangingPlugin into the node's CNI bin dir
+// installHangingPlugin writes hangingPlugin into the target node's CNI bin dir
 // (removed when the test ends) and returns its type, the file it reports
 // started ADDs in (a node path: delegates run in the node's view) and the
 // sleep's argument.
@@ -49,7 +49,7 @@ func installHangingPlugin(t *testing.T) (name, started, sleep string) {
 	started = filepath.Join(t.TempDir(), "started")
 	sleep = fmt.Sprint(7000 + rand.IntN(2000))
 	script := strings.NewReplacer("STARTED", started, "SLEEP", sleep).Replace(hangingPlugin)
-	p := filepath.Join(testCluster.mustEnv(t, "CNI_BIN_DIR"), name)
+	p := target.path(filepath.Join(testCluster.mustEnv(t, "CNI_BIN_DIR"), name))
 	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,8 @@ func startedADDs(path string) int {
 	return bytes.Count(b, []byte("\n"))
 }
 
-// sleepsLeft lists the pids of node processes running "sleep <arg>".
+// sleepsLeft lists the pids of node processes running "sleep <arg>" (the
+// nodes share the host's PID namespace; arg is the test's own).
 func sleepsLeft(arg string) []string {
 	var pids []string
 	dirs, _ := filepath.Glob("/proc/[0-9]*")

@@ -172,7 +172,7 @@ func deleteNAD(t *testing.T, ns, name string) {
 // holds for pod ns/name.
 func recordAttachments(t *testing.T, ns, name string) []state.Attachment {
 	t.Helper()
-	dir := filepath.Join(testCluster.mustEnv(t, "MULTINET_CLUSTER_DIR"), "multinet", "state", "records")
+	dir := recordsDir(t)
 	var out []state.Attachment
 	for _, f := range podRecords(t, ns, name) {
 		b, err := os.ReadFile(filepath.Join(dir, f))

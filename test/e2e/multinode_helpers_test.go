@@ -40,33 +40,42 @@ type clusterNode struct {
 // one node (NODES=1) has no NODES_FILE.
 func clusterNodes(t *testing.T) []clusterNode {
 	t.Helper()
-	one := []clusterNode{{Name: testCluster.env["NODE_NAME"], IP: testCluster.env["NODE_IP"], PodCIDR: testCluster.env["POD_CIDR"]}}
-	file := testCluster.env["NODES_FILE"]
+	nodes, err := readNodes(testCluster.env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nodes
+}
+
+// readNodes reads the cluster's nodes from the env file's NODES_FILE.
+func readNodes(env map[string]string) ([]clusterNode, error) {
+	one := []clusterNode{{Name: env["NODE_NAME"], IP: env["NODE_IP"], PodCIDR: env["POD_CIDR"]}}
+	file := env["NODES_FILE"]
 	if file == "" {
-		return one
+		return one, nil
 	}
 	data, err := os.ReadFile(file)
 	if os.IsNotExist(err) {
-		return one
+		return one, nil
 	}
 	if err != nil {
-		t.Fatalf("nodes file: %v", err)
+		return nil, fmt.Errorf("nodes file: %w", err)
 	}
 	var nodes []clusterNode
 	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
 		f := strings.Fields(l)
 		if len(f) != 5 {
-			t.Fatalf("nodes file %s: line %q: want name ip pod-cidr holder-pid netns-inode", file, l)
+			return nil, fmt.Errorf("nodes file %s: line %q: want name ip pod-cidr holder-pid netns-inode", file, l)
 		}
 		n := clusterNode{Name: f[0], IP: f[1], PodCIDR: f[2]}
 		if f[3] != "-" {
 			if n.Holder, err = strconv.Atoi(f[3]); err != nil {
-				t.Fatalf("nodes file %s: line %q: %v", file, l, err)
+				return nil, fmt.Errorf("nodes file %s: line %q: %w", file, l, err)
 			}
 		}
 		nodes = append(nodes, n)
 	}
-	return nodes
+	return nodes, nil
 }
 
 // requireNodes skips the test, saying why, on a cluster of fewer than n

@@ -364,7 +364,7 @@ func TestMultiNodeDevicePools(t *testing.T) {
 	netdevIPAMNet(t, ns, "dev", resourceName)
 	var pods []*corev1.Pod
 	for i := int64(0); i < total; i++ {
-		p := podSpec(ns, fmt.Sprintf("dev-%d", i), "dev")
+		p := anyNode(podSpec(ns, fmt.Sprintf("dev-%d", i), "dev"))
 		waitInjected(t, p, resourceName, 1)
 		pods = append(pods, p)
 	}
@@ -383,7 +383,7 @@ func TestMultiNodeDevicePools(t *testing.T) {
 		}
 	}
 
-	waiter := podSpec(ns, "waiter", "dev")
+	waiter := anyNode(podSpec(ns, "waiter", "dev"))
 	if _, err := createPod(t, waiter); err != nil {
 		t.Fatalf("create pod: %v", err)
 	}

@@ -54,7 +54,7 @@ func TestNADAppliedWithPodAfterRestart(t *testing.T) {
 		t.Errorf("pod %s/lagged had a failed sandbox:\n%s", ns, ev)
 	}
 	waitComponentReady(t, "multinetd", old.UID, 2*time.Minute)
-	if m := httpGet(ctx, "http://127.0.0.1:9390/metrics"); m != "" {
+	if m := target.daemonMetrics(t); m != "" {
 		var lines []string
 		for _, l := range strings.Split(m, "\n") {
 			if strings.HasPrefix(l, "multinet_nad_live_lookups_total") || strings.HasPrefix(l, "multinet_nad_sync_wait_seconds_count") {
@@ -108,7 +108,7 @@ func waitComponentStarted(t *testing.T, label string, notUID types.UID, within t
 	ctx := testContext(t, within)
 	var got startedPod
 	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		list, err := testCluster.kube.CoreV1().Pods(systemNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + label})
+		list, err := targetPods(ctx, systemNamespace, "app.kubernetes.io/name="+label)
 		if err != nil {
 			return false, nil
 		}

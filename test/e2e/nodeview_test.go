@@ -7,10 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -47,12 +44,12 @@ VERSION) echo '{"cniVersion":"1.0.0","supportedVersions":["0.3.1","0.4.0","1.0.0
 esac
 `
 
-// installNodeViewPlugin writes the script delegate into the node's CNI bin
-// dir and returns its type name.
+// installNodeViewPlugin writes the script delegate into the target node's
+// CNI bin dir and returns its type name.
 func installNodeViewPlugin(t *testing.T) string {
 	t.Helper()
 	name := "mn-e2e-nodeview-" + randHex(3)
-	p := filepath.Join(testCluster.mustEnv(t, "CNI_BIN_DIR"), name)
+	p := target.path(filepath.Join(testCluster.mustEnv(t, "CNI_BIN_DIR"), name))
 	if err := os.WriteFile(p, []byte(nodeViewPlugin), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +110,7 @@ func TestDelegatesRunInTheNodeView(t *testing.T) {
 	}
 	ns := newNamespace(t)
 	plugin := installNodeViewPlugin(t)
-	dir := t.TempDir() // on the node, outside every multinetd mount
+	dir := t.TempDir() // on the node (every node shares the host's /tmp), outside every multinetd mount
 	probeFile := filepath.Join(dir, "report")
 	markerFile := filepath.Join(dir, "marker")
 	marker := "node-only-" + randHex(4)
@@ -166,7 +163,8 @@ func TestDelegatesRunInTheNodeView(t *testing.T) {
 // TestHostPort: the default network (containerd's conflist: bridge +
 // portmap, or kind's: ptp + portmap) gets the runtime's portMappings and
 // portmap programs the node's iptables: the pod answers on the node's
-// address and its hostPort; after deletion its rules are gone.
+// address and its hostPort (the target node's pod gateway, from the node's
+// network namespace); after deletion its rules are gone.
 func TestHostPort(t *testing.T) {
 	ns := newNamespace(t)
 	const hostPort = 18182
@@ -178,12 +176,12 @@ func TestHostPort(t *testing.T) {
 	got := runPod(t, p)
 	podIP := got.Status.PodIP
 
-	gw := testCluster.mustEnv(t, "POD_GATEWAY")
+	gw := target.podGateway(t)
 	url := fmt.Sprintf("http://%s:%d/", gw, hostPort)
 	ctx := testContext(t, 60*time.Second)
 	var answer string
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		answer = httpGet(ctx, url)
+		answer = target.httpGet(ctx, url)
 		return strings.TrimSpace(answer) == body, nil
 	})
 	if err != nil {
@@ -201,31 +199,15 @@ func TestHostPort(t *testing.T) {
 	if rules := natRules(t); strings.Contains(rules, podIP+"/32") || strings.Contains(rules, podIP+":8080") {
 		t.Errorf("iptables rules of the deleted pod %s are still there:\n%s", podIP, rules)
 	}
-	if a := httpGet(ctx, url); a != "" {
+	if a := target.httpGet(ctx, url); a != "" {
 		t.Errorf("GET %s after the pod's deletion answered %q", url, a)
 	}
 }
 
-func httpGet(ctx context.Context, url string) string {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return ""
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
-}
-
+// natRules returns the target node's nat table (iptables -S).
 func natRules(t *testing.T) string {
 	t.Helper()
-	out, err := exec.Command("iptables", "-w", "5", "-t", "nat", "-S").CombinedOutput()
-	if err != nil {
-		t.Fatalf("iptables -t nat -S: %v\n%s", err, out)
-	}
-	return string(out)
+	return target.run(t, "iptables", "-w", "5", "-t", "nat", "-S")
 }
 
 // TestDelegateStateSurvivesRestart: host-local without dataDir keeps its
@@ -246,11 +228,12 @@ func TestDelegateStateSurvivesRestart(t *testing.T) {
 			"type": "host-local", "ranges": [][]map[string]string{{{"subnet": fmt.Sprintf("10.210.%d.0/28", n)}}}}}},
 	}, nil)
 	stateDir := filepath.Join("/var/lib/cni/networks", name)
-	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", bridge).Run(); _ = os.RemoveAll(stateDir) })
+	seen := target.path(stateDir) // stateDir as this process sees the node's
+	t.Cleanup(func() { target.try("ip", "link", "del", bridge); _ = os.RemoveAll(seen) })
 
 	a := runPod(t, podSpec(ns, "a", "restart"))
 	ipA := secondaryIP(t, a, ns+"/restart")
-	if _, err := os.Stat(filepath.Join(stateDir, ipA)); err != nil {
+	if _, err := os.Stat(filepath.Join(seen, ipA)); err != nil {
 		t.Fatalf("host-local's allocation of %s is not in the node's %s: %v", ipA, stateDir, err)
 	}
 
@@ -261,15 +244,15 @@ func TestDelegateStateSurvivesRestart(t *testing.T) {
 	if ipA == ipB {
 		t.Fatalf("after a multinetd restart the next pod got %s again (duplicate address)", ipB)
 	}
-	if _, err := os.Stat(filepath.Join(stateDir, ipA)); err != nil {
+	if _, err := os.Stat(filepath.Join(seen, ipA)); err != nil {
 		t.Errorf("the allocation of %s did not survive the restart: %v", ipA, err)
 	}
 	deletePod(t, ns, "a")
-	if _, err := os.Stat(filepath.Join(stateDir, ipA)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(seen, ipA)); !os.IsNotExist(err) {
 		t.Errorf("deleting the pod from before the restart did not release %s: %v", ipA, err)
 	}
 	deletePod(t, ns, "b")
-	if _, err := os.Stat(filepath.Join(stateDir, ipB)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(seen, ipB)); !os.IsNotExist(err) {
 		t.Errorf("%s not released: %v", ipB, err)
 	}
 	assertNoRecords(t, ns)
@@ -318,19 +301,20 @@ func TestDistributionConflistsAsNADs(t *testing.T) {
 			createNAD(t, ns, "distro", map[string]any{"cniVersion": "0.3.1", "name": netName, "plugins": []map[string]any{
 				main, {"type": "portmap", "capabilities": map[string]bool{"portMappings": true}}}}, nil)
 			stateDir := filepath.Join(tc.dataDir, netName)
+			seen := target.path(stateDir) // stateDir as this process sees the node's
 			t.Cleanup(func() {
-				_ = os.RemoveAll(stateDir)
+				_ = os.RemoveAll(seen)
 				if br, ok := main["bridge"].(string); ok {
-					_ = exec.Command("ip", "link", "del", br).Run()
+					target.try("ip", "link", "del", br)
 				}
 			})
 			p := runPod(t, podSpec(ns, "distro", "distro"))
 			ip := secondaryIP(t, p, ns+"/distro")
-			if _, err := os.Stat(filepath.Join(stateDir, ip)); err != nil {
+			if _, err := os.Stat(filepath.Join(seen, ip)); err != nil {
 				t.Errorf("host-local's allocation of %s is not in the node's %s: %v", ip, stateDir, err)
 			}
 			deletePod(t, ns, "distro")
-			if _, err := os.Stat(filepath.Join(stateDir, ip)); !os.IsNotExist(err) {
+			if _, err := os.Stat(filepath.Join(seen, ip)); !os.IsNotExist(err) {
 				t.Errorf("%s not released from %s: %v", ip, stateDir, err)
 			}
 			assertNoRecords(t, ns)

@@ -4,11 +4,11 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -65,13 +64,14 @@ type pluginEnv struct {
 
 func (e *pluginEnv) subnet() string { return fmt.Sprintf("10.213.%d.0/24", e.n) }
 
-// allocation is host-local's file for the pod's address.
+// allocation is where this process finds host-local's file for the pod's
+// address on the target node.
 func (e *pluginEnv) allocation() string {
 	dir := e.dataDir
 	if dir == "" {
 		dir = hostLocalDefaultDir
 	}
-	return filepath.Join(dir, e.netName, e.ip)
+	return target.path(filepath.Join(dir, e.netName, e.ip))
 }
 
 func (e *pluginEnv) ipamConf(t *testing.T, kind string) map[string]any {
@@ -79,11 +79,11 @@ func (e *pluginEnv) ipamConf(t *testing.T, kind string) map[string]any {
 	switch kind {
 	case "host-local":
 		e.dataDir = filepath.Join(testCluster.mustEnv(t, "CNI_IPAM_DIR"), "e2e", e.ns+"-"+e.nad)
-		dir := e.dataDir
+		dir := target.path(e.dataDir)
 		t.Cleanup(func() { _ = os.RemoveAll(dir) })
 		return map[string]any{"type": "host-local", "dataDir": e.dataDir, "ranges": [][]map[string]string{{rng}}}
 	case "host-local-default":
-		dir := filepath.Join(hostLocalDefaultDir, e.netName)
+		dir := target.path(filepath.Join(hostLocalDefaultDir, e.netName))
 		t.Cleanup(func() { _ = os.RemoveAll(dir) })
 		return map[string]any{"type": "host-local", "ranges": [][]map[string]string{{rng}}}
 	case "static":
@@ -106,7 +106,7 @@ func TestReferencePluginsAsDelegates(t *testing.T) {
 	bridgeOf := func(t *testing.T, e *pluginEnv) map[string]any {
 		br := "mnd-" + randHex(4)
 		e.vars["bridge"] = br
-		t.Cleanup(func() { _ = exec.Command("ip", "link", "del", br).Run() })
+		t.Cleanup(func() { target.try("ip", "link", "del", br) })
 		return map[string]any{"type": "bridge", "bridge": br}
 	}
 	cases := []pluginCase{{
@@ -270,7 +270,7 @@ func TestReferencePluginsAsDelegates(t *testing.T) {
 			if v := strings.TrimSpace(podNetns(t, e, "cat", "/proc/sys/net/ipv4/conf/net1/arp_ignore")); v != "1" {
 				t.Errorf("tuning: net.ipv4.conf.net1.arp_ignore = %q, want 1", v)
 			}
-			e.vars["backup"] = filepath.Join("/run/cni/tuning", e.rec.ContainerID+"_net1.json")
+			e.vars["backup"] = target.path(filepath.Join("/run/cni/tuning", e.rec.ContainerID+"_net1.json"))
 			if _, err := os.Stat(e.vars["backup"]); err != nil {
 				t.Errorf("tuning's backup of net1 is not in the node's /run/cni/tuning: %v", err)
 			}
@@ -492,36 +492,34 @@ func runPluginCase(t *testing.T, c pluginCase) {
 	}
 }
 
-// hostRun runs a command on the host and returns its output.
+// hostRun runs a command on the target node (the host of the pods) and
+// returns its output.
 func hostRun(t *testing.T, name string, args ...string) string {
 	t.Helper()
-	out, err := exec.Command(name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return target.run(t, append([]string{name}, args...)...)
 }
 
-// podNetns runs a host command in the pod's network namespace (the host's
+// podNetns runs a node command in the pod's network namespace (the node's
 // iproute2 shows link details busybox's ip does not).
 func podNetns(t *testing.T, e *pluginEnv, args ...string) string {
 	t.Helper()
 	return hostRun(t, "nsenter", append([]string{"--net=" + e.rec.Netns, "--"}, args...)...)
 }
 
-// vethPair makes a veth pair mnd-XXXXXX / mnd-XXXXXXp in the host, both up,
-// and returns the first name. (This kernel has no dummy links.)
+// vethPair makes a veth pair mnd-XXXXXX / mnd-XXXXXXp on the target node,
+// both up, and returns the first name. (This kernel has no dummy links.)
 func vethPair(t *testing.T) string {
 	t.Helper()
 	name := "mnd-" + randHex(3)
 	hostRun(t, "ip", "link", "add", name, "type", "veth", "peer", "name", name+"p")
-	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", name).Run() })
+	t.Cleanup(func() { target.try("ip", "link", "del", name) })
 	hostRun(t, "ip", "link", "set", name, "up")
 	hostRun(t, "ip", "link", "set", name+"p", "up")
 	return name
 }
 
-// kernelHas reports whether the kernel can make links of kind (it has no
+// kernelHas reports whether the kernel can make links of kind in the target
+// node's network namespace (it has no
 // loadable modules here: CONFIG_DUMMY, CONFIG_IPVLAN, CONFIG_VLAN_8021Q,
 // CONFIG_NET_VRF are built in or missing).
 func kernelHas(t *testing.T, kind string) bool {
@@ -541,21 +539,21 @@ func kernelHas(t *testing.T, kind string) bool {
 	default:
 		t.Fatalf("kernelHas: unknown kind %s", kind)
 	}
-	out, err := exec.Command("ip", args...).CombinedOutput()
+	out, err := target.command(testContext(t, 30*time.Second), append([]string{"ip"}, args...)...).CombinedOutput()
 	if err != nil {
 		if strings.Contains(string(out), "Unknown device type") || strings.Contains(string(out), "not supported") {
 			return false
 		}
 		t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
 	}
-	_ = exec.Command("ip", "link", "del", name).Run()
+	target.try("ip", "link", "del", name)
 	return true
 }
 
-// hostIndex returns the ifindex of a host link.
+// hostIndex returns the ifindex of a link of the target node.
 func hostIndex(t *testing.T, name string) int {
 	t.Helper()
-	l, err := netlink.LinkByName(name)
+	l, err := target.netlink(t).LinkByName(name)
 	if err != nil {
 		t.Fatalf("host link %s: %v", name, err)
 	}
@@ -571,7 +569,7 @@ func hostPeer(t *testing.T, e *pluginEnv) string {
 		t.Fatalf("net1 has no peer: %s", out)
 	}
 	idx, _ := strconv.Atoi(m[1])
-	l, err := netlink.LinkByIndex(idx)
+	l, err := target.netlink(t).LinkByIndex(idx)
 	if err != nil {
 		t.Fatalf("the host end (ifindex %d) of net1: %v", idx, err)
 	}
@@ -636,7 +634,7 @@ func startDHCPServer(t *testing.T, e *pluginEnv, serverLink string) {
 	t.Helper()
 	netnsName := "mnd-dhcp-" + randHex(3)
 	hostRun(t, "ip", "netns", "add", netnsName)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", netnsName).Run() })
+	t.Cleanup(func() { target.try("ip", "netns", "del", netnsName) })
 	hostRun(t, "ip", "link", "set", serverLink, "netns", netnsName)
 	hostRun(t, "ip", "-n", netnsName, "addr", "add", e.gw+"/24", "dev", serverLink)
 	hostRun(t, "ip", "-n", netnsName, "link", "set", serverLink, "up")
@@ -651,7 +649,8 @@ func startDHCPServer(t *testing.T, e *pluginEnv, serverLink string) {
 		t.Fatal(err)
 	}
 	var serverOut lockedBuffer
-	srv := exec.Command("ip", "netns", "exec", netnsName, "busybox", "udhcpd", "-f", conf)
+	// (nsenter execs its command: the process started is udhcpd's.)
+	srv := target.command(context.Background(), "ip", "netns", "exec", netnsName, "busybox", "udhcpd", "-f", conf)
 	srv.Stdout, srv.Stderr = &serverOut, &serverOut
 	if err := srv.Start(); err != nil {
 		t.Fatalf("udhcpd: %v", err)
@@ -665,16 +664,17 @@ func startDHCPServer(t *testing.T, e *pluginEnv, serverLink string) {
 	})
 	// udhcpd listens on UDP port 67 (0043 in /proc/net/udp) once it runs.
 	waitFor(t, 10*time.Second, "udhcpd listening on port 67", func() bool {
-		out, _ := exec.Command("ip", "netns", "exec", netnsName, "cat", "/proc/net/udp").Output()
+		out, _ := target.command(testContext(t, 10*time.Second), "ip", "netns", "exec", netnsName, "cat", "/proc/net/udp").Output()
 		return strings.Contains(string(out), ":0043 ")
 	})
 
-	if c, err := net.Dial("unix", dhcpSocket); err == nil {
+	socket := target.path(dhcpSocket)
+	if c, err := net.Dial("unix", socket); err == nil {
 		c.Close()
-		t.Fatalf("a dhcp daemon already listens on %s", dhcpSocket)
+		t.Fatalf("a dhcp daemon already listens on %s on node %s", dhcpSocket, target.Name)
 	}
-	_ = os.Remove(dhcpSocket) // stale
-	daemon := exec.Command(filepath.Join(testCluster.mustEnv(t, "CNI_BIN_DIR"), "dhcp"), "daemon", "-socketpath", dhcpSocket)
+	_ = os.Remove(socket) // stale
+	daemon := target.command(context.Background(), filepath.Join(testCluster.mustEnv(t, "CNI_BIN_DIR"), "dhcp"), "daemon", "-socketpath", dhcpSocket)
 	daemon.Stdout, daemon.Stderr = &dhcpLog, &dhcpLog
 	if err := daemon.Start(); err != nil {
 		t.Fatalf("dhcp daemon: %v", err)
@@ -689,7 +689,7 @@ func startDHCPServer(t *testing.T, e *pluginEnv, serverLink string) {
 			_ = daemon.Process.Kill()
 			<-done
 		}
-		if _, err := os.Stat(dhcpSocket); !errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(socket); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("the dhcp daemon left %s behind: %v", dhcpSocket, err)
 		}
 		if t.Failed() {
@@ -697,7 +697,7 @@ func startDHCPServer(t *testing.T, e *pluginEnv, serverLink string) {
 		}
 	})
 	waitFor(t, 10*time.Second, "the dhcp daemon listening on "+dhcpSocket, func() bool {
-		c, err := net.Dial("unix", dhcpSocket)
+		c, err := net.Dial("unix", socket)
 		if err == nil {
 			c.Close()
 		}

@@ -5,7 +5,6 @@ package e2e
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,7 +31,7 @@ func TestStaleSandboxIsReaped(t *testing.T) {
 	// runtime would run it, into a network namespace of the test.
 	netnsName := "mn-reap-" + randHex(3)
 	hostRun(t, "ip", "netns", "add", netnsName)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", netnsName).Run() })
+	t.Cleanup(func() { target.try("ip", "netns", "del", netnsName) })
 	stale := strings.Repeat("e", 52) + randHex(6)
 	args := strings.ReplaceAll(live.CNIArgs, live.ContainerID, stale)
 	if out, err := runShim(t, "ADD", stale, "/run/netns/"+netnsName, args); err != nil {
@@ -44,7 +43,7 @@ func TestStaleSandboxIsReaped(t *testing.T) {
 	// The runtime removed it: its netns is gone, and its record is older
 	// than reapMinAge.
 	hostRun(t, "ip", "netns", "del", netnsName)
-	recordFile := filepath.Join(testCluster.mustEnv(t, "MULTINET_CLUSTER_DIR"), "multinet", "state", "records", stale+".json")
+	recordFile := filepath.Join(recordsDir(t), stale+".json")
 	old := time.Now().Add(-time.Hour)
 	if err := os.Chtimes(recordFile, old, old); err != nil {
 		t.Fatalf("age the stale record: %v", err)
@@ -69,7 +68,7 @@ func TestStaleSandboxIsReaped(t *testing.T) {
 	if r := podRecords(t, ns, "p"); len(r) != 1 || r[0] != recs[0] {
 		t.Errorf("records of the pod after the reap = %v, want the live one %v", r, recs)
 	}
-	if m := httpGet(testContext(t, 10*time.Second), "http://127.0.0.1:9390/metrics"); !strings.Contains(m, `multinet_stale_sandboxes_total{result="reaped"}`) ||
+	if m := target.daemonMetrics(t); !strings.Contains(m, `multinet_stale_sandboxes_total{result="reaped"}`) ||
 		strings.Contains(m, `multinet_stale_sandboxes_total{result="reaped"} 0`) {
 		t.Errorf("multinet_stale_sandboxes_total: want reaped > 0 in multinetd's metrics")
 	}
@@ -89,11 +88,12 @@ func holds(leases map[string]string, containerID string) bool {
 }
 
 // defaultNetworkLeases lists the addresses host-local holds for the default
-// network (DEFAULT_NETWORK_CONF: the first plugin's ipam.dataDir, else
-// host-local's /var/lib/cni/networks, then the network's name).
+// network on the target node (DEFAULT_NETWORK_CONF: the first plugin's
+// ipam.dataDir, else host-local's /var/lib/cni/networks, then the network's
+// name).
 func defaultNetworkLeases(t *testing.T) map[string]string {
 	t.Helper()
-	b, err := os.ReadFile(testCluster.mustEnv(t, "DEFAULT_NETWORK_CONF"))
+	b, err := os.ReadFile(target.path(testCluster.mustEnv(t, "DEFAULT_NETWORK_CONF")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,10 +42,10 @@ VERSION) echo '{"cniVersion":"1.1.0","supportedVersions":["0.3.1","0.4.0","1.0.0
 esac
 `
 
-// nodeReady returns the node's Ready condition.
+// nodeReady returns the target node's Ready condition.
 func nodeReady(ctx context.Context, t *testing.T) corev1.NodeCondition {
 	t.Helper()
-	n, err := testCluster.kube.CoreV1().Nodes().Get(ctx, testCluster.mustEnv(t, "NODE_NAME"), metav1.GetOptions{})
+	n, err := testCluster.kube.CoreV1().Nodes().Get(ctx, target.Name, metav1.GetOptions{})
 	if err != nil {
 		return corev1.NodeCondition{Message: err.Error()}
 	}
@@ -100,14 +100,15 @@ func waitCNIVersion(t *testing.T, multinetConf, v string) {
 // TestRuntimeStatusFollowsTheDefaultNetwork: with a CNI 1.1.0 default
 // network, containerd's STATUS call goes through multinet to the default
 // network's delegates: a delegate reporting "not available" makes the node
-// NotReady with its message, and the node is Ready again once it recovers.
+// NotReady with its message, and the node is Ready again once it recovers
+// (the target node: its conflists and plugins).
 // containerd reloads the rewritten conflist (a pod's ADD runs the new
 // chain) and hands delegates the pod's network namespace under its state
 // dir (netns_mounts_under_state_dir).
 func TestRuntimeStatusFollowsTheDefaultNetwork(t *testing.T) {
-	defConf := testCluster.mustEnv(t, "DEFAULT_NETWORK_CONF")
+	defConf := target.path(testCluster.mustEnv(t, "DEFAULT_NETWORK_CONF"))
 	confDir := testCluster.mustEnv(t, "CNI_CONF_DIR")
-	multinetConf := filepath.Join(confDir, "00-multinet.conflist")
+	multinetConf := target.path(filepath.Join(confDir, "00-multinet.conflist"))
 	orig, err := os.ReadFile(defConf)
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +120,7 @@ func TestRuntimeStatusFollowsTheDefaultNetwork(t *testing.T) {
 	waitNodeReady(t, corev1.ConditionTrue, "")
 
 	plugin := "mn-e2e-status-" + randHex(3)
-	pluginPath := filepath.Join(testCluster.mustEnv(t, "CNI_BIN_DIR"), plugin)
+	pluginPath := target.path(filepath.Join(testCluster.mustEnv(t, "CNI_BIN_DIR"), plugin))
 	if err := os.WriteFile(pluginPath, []byte(statusPlugin), 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -19,8 +19,8 @@ import (
 	"github.com/multinet/multinet/pkg/status"
 )
 
-// TestStaticPodNetworks: a static pod (a manifest in the kubelet's
-// staticPodPath) selecting two networks runs with a correct network-status
+// TestStaticPodNetworks: a static pod (a manifest in the target node's
+// kubelet's staticPodPath) selecting two networks runs with a correct network-status
 // on its mirror pod, although the runtime knows it by the static pod's UID
 // and the API by the mirror pod's; deleting the manifest tears both
 // attachments down (records gone, addresses released).
@@ -28,13 +28,13 @@ func TestStaticPodNetworks(t *testing.T) {
 	if testCluster.env["CNI_MODE"] != "multinet" {
 		t.Skip("needs multinetd")
 	}
-	dir := testCluster.mustEnv(t, "STATIC_POD_DIR")
+	dir := target.path(testCluster.mustEnv(t, "STATIC_POD_DIR"))
 	ns := newNamespace(t)
 	red := bridgeNet(t, ns, "red", "1.0.0", nil)
 	blue := bridgeNet(t, ns, "blue", "0.4.0", nil)
 
 	name := "static-" + randHex(3)
-	mirrorName := name + "-" + testCluster.mustEnv(t, "NODE_NAME")
+	mirrorName := name + "-" + target.Name
 	manifest := fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata:

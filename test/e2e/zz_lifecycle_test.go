@@ -88,7 +88,7 @@ func TestUninstall(t *testing.T) {
 		t.Fatalf("kubectl rollout status: %v\n%s", err, out)
 	}
 	pid := componentPID(t, "multinetd")
-	conf := filepath.Join(testCluster.mustEnv(t, "CNI_CONF_DIR"), "00-multinet.conflist")
+	conf := target.path(filepath.Join(testCluster.mustEnv(t, "CNI_CONF_DIR"), "00-multinet.conflist"))
 	if _, err := os.Stat(conf); err != nil {
 		t.Fatalf("CNI config after the rollout: %v", err)
 	}
