@@ -123,6 +123,7 @@ type Server struct {
 	etcdURL  string
 	procs    []*exec.Cmd
 	stopOnce sync.Once
+	stopped  chan struct{} // closed by Stop: ends the threads that started the processes
 	apiLog   string
 	etcdLog  string
 }
@@ -162,7 +163,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("apiservertest: temp dir: %w", err)
 	}
-	s := &Server{dir: dir, apiLog: filepath.Join(dir, "kube-apiserver.log"), etcdLog: filepath.Join(dir, "etcd.log")}
+	s := &Server{dir: dir, apiLog: filepath.Join(dir, "kube-apiserver.log"), etcdLog: filepath.Join(dir, "etcd.log"), stopped: make(chan struct{})}
 	ok := false
 	defer func() {
 		if !ok {
@@ -237,6 +238,9 @@ func (s *Server) Stop() {
 		if s.dir != "" {
 			_ = os.RemoveAll(s.dir)
 		}
+		if s.stopped != nil {
+			close(s.stopped)
+		}
 	})
 }
 
@@ -281,7 +285,17 @@ func (s *Server) start(bin, logFile string, args ...string) (*exec.Cmd, error) {
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Dir = s.dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	// Pdeathsig comes when the OS thread that started the process ends, not
+	// the test binary; tests that end a goroutine locked to its thread
+	// (network namespace work) end threads. So the process is started from
+	// a thread kept until Stop.
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		started <- cmd.Start()
+		<-s.stopped
+	}()
+	if err := <-started; err != nil {
 		return nil, fmt.Errorf("apiservertest: starting %s: %w", bin, err)
 	}
 	s.procs = append(s.procs, cmd)
