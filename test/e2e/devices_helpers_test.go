@@ -72,6 +72,18 @@ func netdevPool(t *testing.T) (string, []string) {
 	return resourceName, devs
 }
 
+// requireNetdevs skips the test, saying why, when the target node's netdev
+// pool (devs) has fewer than n devices: an extra node's pool is smaller than
+// the host's on purpose (multinet-node3 has one), and a pod needing n
+// devices can never run there. The host and multinet-node2 have enough for
+// every test.
+func requireNetdevs(t *testing.T, devs []string, n int) {
+	t.Helper()
+	if len(devs) < n {
+		t.Skipf("node %s has %d netdev pool devices (%v), this test needs %d in one pod: run it on a node with %d or more (E2E_NODE; the host has 4, multinet-node2 2)", target.Name, len(devs), devs, n, n)
+	}
+}
+
 // netdevNames returns the netdev pool's resource name and the device names
 // the device plugin's configuration lists (every node's: a node's capacity;
 // the names it lacks are unhealthy, not allocatable).

@@ -99,6 +99,7 @@ func TestDevicePluginKubeletRestart(t *testing.T) {
 // their names, up, and frees their addresses.
 func TestDeviceNetdevPod(t *testing.T) {
 	netdev, devs := netdevPool(t)
+	requireNetdevs(t, devs, 2)
 	waitAllocatable(t, netdev, int64(len(devs)), 10*time.Second)
 	before := map[string]*hostLink{}
 	for _, d := range devs {
