@@ -313,6 +313,9 @@ func (b *bench) run(ctx context.Context) (*results, error) {
 	if r.rssPeak, err = procStatusKB(b.pid, "VmHWM"); err != nil {
 		return nil, err
 	}
+	if r.cgroupPeak, r.cgroupLimit, err = cgroupMemory(b.pid); err != nil {
+		logf("warning: multinetd's memory cgroup: %v", err)
+	}
 	if b.multus != nil {
 		if r.multusRSSPeak, err = procStatusKB(b.multus.pid(), "VmHWM"); err != nil {
 			return nil, err
@@ -640,6 +643,12 @@ func (b *bench) concurrencyPhase(ctx context.Context, n int) error {
 		for _, p := range b.paths(rep) {
 			time.Sleep(time.Second) // let the previous burst's Events and DELs settle
 			wall, err := b.burst(ctx, p, n, &cr)
+			if err != nil && p == b.multusPath && ctx.Err() == nil {
+				// Multus failing a burst is a result, not the end of the run.
+				logf("%d concurrent Multus ADDs: %v", n, err)
+				cr.multusFailed++
+				continue
+			}
 			if err != nil {
 				return fmt.Errorf("%d concurrent %s ADDs: %w", n, p.name, err)
 			}

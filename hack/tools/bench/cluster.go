@@ -434,3 +434,53 @@ func procStatusKB(pid int, field string) (int64, error) {
 	}
 	return 0, fmt.Errorf("/proc/%d/status: no %s", pid, field)
 }
+
+// cgroupMemory returns the memory peak and limit (bytes) of pid's memory
+// cgroup: cgroup v1 memory.max_usage_in_bytes and memory.limit_in_bytes,
+// else v2 memory.peak and memory.max (limit 0: none). For a deployed
+// multinetd, its container's cgroup: the peak since the container started.
+func cgroupMemory(pid int) (peak, limit int64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	readInt := func(p string) (int64, error) {
+		v, err := os.ReadFile(p)
+		if err != nil {
+			return 0, err
+		}
+		s := strings.TrimSpace(string(v))
+		if s == "max" {
+			return 0, nil
+		}
+		return strconv.ParseInt(s, 10, 64)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if parts[1] == "memory" {
+			dir := "/sys/fs/cgroup/memory" + parts[2]
+			if peak, err = readInt(dir + "/memory.max_usage_in_bytes"); err != nil {
+				return 0, 0, err
+			}
+			limit, err = readInt(dir + "/memory.limit_in_bytes")
+			if limit >= 1<<62 {
+				limit = 0
+			}
+			return peak, limit, err
+		}
+	}
+	for _, root := range []string{"/sys/fs/cgroup/unified", "/sys/fs/cgroup"} {
+		for _, line := range strings.Split(string(b), "\n") {
+			if p, ok := strings.CutPrefix(line, "0::"); ok {
+				if peak, err = readInt(root + p + "/memory.peak"); err == nil {
+					limit, err = readInt(root + p + "/memory.max")
+					return peak, limit, err
+				}
+			}
+		}
+	}
+	return 0, 0, fmt.Errorf("pid %d: no memory cgroup with a peak", pid)
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -169,5 +170,16 @@ func TestStubDaemon(t *testing.T) {
 	}
 	if l.CNIVersion != "1.1.0" || p["type"] != "multinet-shim" || p["socketPath"] != s.socket || p["timeout"] != "90s" {
 		t.Errorf("stub conflist %s (cniVersion %s)", l.Plugins[0].Bytes, l.CNIVersion)
+	}
+}
+
+// TestCgroupMemory reads this process's memory cgroup peak.
+func TestCgroupMemory(t *testing.T) {
+	peak, limit, err := cgroupMemory(os.Getpid())
+	if err != nil {
+		t.Fatalf("cgroupMemory: %v", err)
+	}
+	if peak <= 0 || limit < 0 {
+		t.Errorf("peak %d, limit %d", peak, limit)
 	}
 }
