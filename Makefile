@@ -33,7 +33,7 @@ verify: ## gofmt check, go vet (also the e2e tag), no deprecated API (staticchec
 	hack/verify.sh
 
 .PHONY: test
-test: verify test-unit test-e2e test-multinode chaos-short ## verify, unit tests, end-to-end tests on a real cluster, the multi-node tests on a 3-node cluster, then the chaos suite's short form (docs/chaos.md)
+test: verify test-unit test-e2e test-multinode chaos-short ## verify, unit tests, the e2e suite on a real cluster, the whole e2e suite again on a 3-node cluster (its single-node tests on multinet-node2, plus the multi-node tests), then the chaos suite's short form (docs/chaos.md)
 
 .PHONY: packages
 packages: ## install the Debian packages the tests and the cluster need when any is missing (hack/lib/cluster.sh ensure_packages)
@@ -48,12 +48,12 @@ test-unit: packages apiserver ## go test ./... (no e2e), with -race when a C com
 	MULTINET_REQUIRE_APISERVER=1 $(GO) test $(RACE) -count=1 -timeout $(UNIT_TIMEOUT) ./...
 
 .PHONY: test-e2e
-test-e2e: ## cluster-up, go test -tags e2e ./test/e2e/..., cluster-down (even on failure); default network: containerd's conflist
+test-e2e: ## cluster-up, go test -tags e2e ./test/e2e/..., cluster-down (even on failure); default network: containerd's conflist; NODES=3 E2E_NODE=<node> runs the single-node tests on that node
 	hack/e2e.sh
 
 .PHONY: test-multinode
-test-multinode: ## the multi-node e2e tests (TestMultiNode*) on a 3-node cluster: NODES=3 cluster-up, go test -tags e2e -run TestMultiNode, cluster-down (hack/e2e.sh; docs/local-cluster.md "Several nodes")
-	NODES=3 E2E_FLAGS='-run TestMultiNode $(E2E_FLAGS)' hack/e2e.sh
+test-multinode: ## the whole e2e suite on a 3-node cluster: its single-node tests on multinet-node2 (E2E_NODE; a node in namespaces of its own, not the host) and the TestMultiNode* tests across the nodes: NODES=3 cluster-up, go test -tags e2e, cluster-down (hack/e2e.sh; docs/local-cluster.md "Several nodes")
+	NODES=3 E2E_NODE=$(or $(E2E_NODE),multinet-node2) hack/e2e.sh
 
 .PHONY: test-e2e-kindnet
 test-e2e-kindnet: ## the e2e suite on a cluster whose default network is kind's kindnet conflist (ptp + host-local /run/cni-ipam-state + portmap)
