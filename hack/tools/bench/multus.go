@@ -114,9 +114,10 @@ func (m *multus) shimList(cniVersion string) (*libcni.NetworkConfigList, error) 
 	return libcni.ConfListFromBytes(b)
 }
 
-// start writes the daemon config and starts multus-daemon in a private mount
-// namespace where m.saDir is mounted at saDir (its in-cluster client reads
-// only there), with KUBERNETES_SERVICE_HOST/PORT of the cluster's API server
+// start writes the daemon config and starts multus-daemon in a mount
+// namespace of its own where m.saDir is mounted at saDir (its in-cluster
+// client reads only there); slave propagation, so that the sandboxes' netns
+// the bench mounts later on the host are mounts in its namespace too, with KUBERNETES_SERVICE_HOST/PORT of the cluster's API server
 // and MULTUS_NODE_NAME (its pod informer watches this node's pods). It waits
 // for the daemon's socket.
 func (m *multus) start(ctx context.Context, c *cluster, e *env, cniVersion string) error {
@@ -171,7 +172,7 @@ func (m *multus) start(ctx context.Context, c *cluster, e *env, cniVersion strin
 		return err
 	}
 	script := fmt.Sprintf("mount --bind %q %q && exec %q -config %q", m.saDir, saDir, filepath.Join(m.binDir, "multus-daemon"), conf)
-	m.cmd = exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script)
+	m.cmd = exec.Command("unshare", "--mount", "--propagation", "slave", "sh", "-c", script)
 	m.cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST="+host, "KUBERNETES_SERVICE_PORT="+port, "MULTUS_NODE_NAME="+e.node)
 	m.cmd.Stdout, m.cmd.Stderr = logFile, logFile
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
