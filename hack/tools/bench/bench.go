@@ -779,6 +779,7 @@ func (b *bench) cleanup() error {
 		if err := b.multus.stop(ctx, b.c); err != nil {
 			errs = append(errs, fmt.Errorf("Multus: %w", err))
 		}
+		b.res.multusLeftCache = b.multus.leftCache
 	}
 	if b.nsCreated {
 		if err := b.c.deleteNamespace(ctx); err != nil {

@@ -85,6 +85,7 @@ type results struct {
 	multusRSSIdle   memory
 	multusRSSLoaded memory
 	multusRSSPeak   int64
+	multusLeftCache int // Multus cache files of bench containers left after their DEL
 
 	// multinet-shim against a stub daemon in the bench process.
 	addStub, delStub dist
@@ -121,7 +122,8 @@ func (r *results) markdown() string {
 	multusHdr := "Multus thick (not measured in this run: figures recorded in issue 4)"
 	if r.multusPID != 0 {
 		multusHdr = "Multus thick (measured in this run)"
-		fmt.Fprintf(&b, "Multus thick: multus-daemon pid %d from %s, a host process, driven through multus-shim.\n\n", r.multusPID, r.o.multusBinDir)
+		fmt.Fprintf(&b, "Multus thick: multus-daemon pid %d from %s, a host process, driven through multus-shim; "+
+			"after every DEL it had left %d result cache files of bench containers in its cniDir.\n\n", r.multusPID, r.o.multusBinDir, r.multusLeftCache)
 	} else {
 		b.WriteString("Multus thick was not measured (no `MULTUS_BIN_DIR`; `hack/multus-build.sh` builds it): its column repeats issue 4's recorded figures.\n\n")
 	}
