@@ -53,7 +53,8 @@ const launchFDs = 6
 // migration, which on cgroup v1 waits for an RCU grace period (2.6 ms
 // measured here per move, more on a busy node; docs/bench.md).
 //
-// The helper is the daemon's own binary run with LauncherArg. It receives
+// The helper is the program LauncherCommand picks (multinet-delegate-launcher,
+// or the daemon's own binary) run with LauncherArg. It receives
 // one request per delegate over a SOCK_SEQPACKET socket pair (the path, the
 // environment, the root to chroot into, the delegate's stdin, stdout and
 // stderr, and the caller's read ends of stdout and stderr, as file
