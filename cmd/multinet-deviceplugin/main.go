@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -32,18 +31,7 @@ func main() {
 	devinfoDir := flag.String("devinfo-dir", devinfo.DefaultRoot, "device-info root directory; device plugin files go to <dir>/dp")
 	sysfsRoot := flag.String("sysfs-root", "/sys", "sysfs mount point used for PCI discovery and NUMA nodes")
 	klog.InitFlags(nil)
-	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s [flags]\n\nAdvertises network device pools to kubelet (Device Plugin API v1beta1).\n\nFlags:\n", os.Args[0])
-		flag.PrintDefaults()
-	}
-	showVersion := version.Flag()
-	flag.Parse()
-	version.Handle(*showVersion, "multinet-deviceplugin")
-	if flag.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "unexpected arguments: %v\n", flag.Args())
-		flag.Usage()
-		os.Exit(2)
-	}
+	version.ParseFlags("multinet-deviceplugin", "Advertises network device pools to kubelet (Device Plugin API v1beta1).")
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

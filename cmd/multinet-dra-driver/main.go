@@ -44,18 +44,7 @@ func main() {
 	flag.StringVar(&o.cdiDir, "cdi-dir", "/var/run/cdi", "where CDI specs for devices with mounts or device nodes are written")
 	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster configuration when empty")
 	klog.InitFlags(nil)
-	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s [flags]\n\nServes network device pools through Dynamic Resource Allocation (a DRA kubelet plugin publishing ResourceSlices).\n\nFlags:\n", os.Args[0])
-		flag.PrintDefaults()
-	}
-	showVersion := version.Flag()
-	flag.Parse()
-	version.Handle(*showVersion, "multinet-dra-driver")
-	if flag.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "unexpected arguments: %v\n", flag.Args())
-		flag.Usage()
-		os.Exit(2)
-	}
+	version.ParseFlags("multinet-dra-driver", "Serves network device pools through Dynamic Resource Allocation (a DRA kubelet plugin publishing ResourceSlices).")
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

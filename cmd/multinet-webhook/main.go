@@ -72,18 +72,7 @@ func main() {
 	lookupFailure := flag.String("nad-lookup-failure", string(webhook.RejectOnLookupFailure), "when the API server does not answer a NAD lookup: reject (answer 503; the client retries) or admit (with a warning; multinetd checks the selection at ADD)")
 
 	klog.InitFlags(nil)
-	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "Usage: %s [flags]\n\nmultinet admission webhook (docs/webhook.md).\n\nFlags:\n", os.Args[0])
-		flag.PrintDefaults()
-	}
-	showVersion := version.Flag()
-	flag.Parse()
-	version.Handle(*showVersion, "multinet-webhook")
-	if flag.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "unexpected arguments: %v\n", flag.Args())
-		flag.Usage()
-		os.Exit(2)
-	}
+	version.ParseFlags("multinet-webhook", "multinet admission webhook (docs/webhook.md).")
 	crlog.SetLogger(klog.NewKlogr())
 
 	c.Registration.ServiceNamespace = c.Namespace
