@@ -30,10 +30,13 @@ type bench struct {
 	c   *cluster
 	res *results
 
-	nets     []benchNet
-	ipamDir  string
-	cacheDir string
-	lock     *os.File
+	nets    []benchNet
+	ipamDir string
+	// defaultIPAMDir: host-local's allocation dir of the default network
+	// (checkReleased), "" when its conflist has no host-local IPAM.
+	defaultIPAMDir string
+	cacheDir       string
+	lock           *os.File
 
 	netns    *netnsPool
 	tracker  *tracker
@@ -142,6 +145,7 @@ func (b *bench) prepare(ctx context.Context) error {
 	// Both paths use libcni as the runtime does (containerd's go-cni):
 	// exec from CNI_PATH, each plugin of a list given as a single config
 	// with name and cniVersion injected, result cache for DEL's prevResult.
+	b.defaultIPAMDir = hostLocalDir(defaultList)
 	cni := libcni.NewCNIConfigWithCacheDir([]string{b.e.cniBin}, b.cacheDir, nil)
 	b.multinet = &path{name: "multinet", cni: cni, tracker: b.tracker,
 		nets: []attachment{{list: runtimeList, ifName: "eth0"}}}
@@ -425,6 +429,7 @@ func (b *bench) once(ctx context.Context, p *path, pod podRef) (add, del time.Du
 	if del, err = p.del(ctx, sb); err != nil {
 		return 0, 0, nil, nil, err
 	}
+	b.checkReleased(p, sb)
 	if scrape {
 		m2 = b.daemonSums(ctx)
 		if s, ok := splitOf(m0, m1, "ADD"); ok {
@@ -468,6 +473,7 @@ func (b *bench) apiPhase(ctx context.Context) error {
 		}
 		_ = b.netns.del(sb.netns)
 	}
+	b.checkReleased(b.multinet, sbs...)
 	time.Sleep(b.o.settle)
 	s2, err := b.c.apiSnapshot(ctx, b.ids)
 	if err != nil {
@@ -565,13 +571,14 @@ func (b *bench) latencyPhase(ctx context.Context) error {
 }
 
 // burst runs ADD of p for n fresh sandboxes at once and returns the wall
-// time from the start signal to the last answer; then DELs them (untimed).
-func (b *bench) burst(ctx context.Context, p *path, n int, cr *concResult) (time.Duration, error) {
+// time from the start signal to the last answer and how many ADDs failed;
+// then DELs them (untimed).
+func (b *bench) burst(ctx context.Context, p *path, n int, cr *concResult) (time.Duration, int, error) {
 	sbs := make([]*sandbox, n)
 	for i := range sbs {
 		sb, err := b.newSandbox(ctx, b.pods[i])
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		sbs[i] = sb
 	}
@@ -598,7 +605,7 @@ func (b *bench) burst(ctx context.Context, p *path, n int, cr *concResult) (time
 	if p == b.multinet {
 		var err error
 		if api0, err = b.c.apiSnapshot(ctx, b.ids); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
 	t0 := time.Now()
@@ -608,7 +615,7 @@ func (b *bench) burst(ctx context.Context, p *path, n int, cr *concResult) (time
 	if api0 != nil {
 		api1, err := b.c.apiSnapshot(ctx, b.ids)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		for _, v := range sub(api0.identity["multinetd"], api1.identity["multinetd"]) {
 			cr.daemonRequests += v
@@ -616,6 +623,12 @@ func (b *bench) burst(ctx context.Context, p *path, n int, cr *concResult) (time
 		cr.daemonWindow += api1.at.Sub(api0.at)
 	}
 	addErr := errors.Join(errs...)
+	failed := 0
+	for _, err := range errs {
+		if err != nil {
+			failed++
+		}
+	}
 
 	for i, sb := range sbs {
 		done.Add(1)
@@ -625,10 +638,11 @@ func (b *bench) burst(ctx context.Context, p *path, n int, cr *concResult) (time
 		}()
 	}
 	done.Wait()
+	b.checkReleased(p, sbs...)
 	if addErr != nil {
-		return 0, addErr
+		return 0, failed, addErr
 	}
-	return wall, errors.Join(errs...)
+	return wall, 0, errors.Join(errs...)
 }
 
 func (b *bench) concurrencyPhase(ctx context.Context, n int) error {
@@ -639,10 +653,34 @@ func (b *bench) concurrencyPhase(ctx context.Context, n int) error {
 	if err != nil {
 		return err
 	}
+	var lim *limitResult
+	if n == b.o.limitConc && b.o.memLimitMiB > 0 {
+		cg, l, err := b.limitMemory(n)
+		if err != nil {
+			return err
+		}
+		lim = l
+		defer func() {
+			if err := b.endLimit(cg, lim); err != nil {
+				logf("warning: %v", err)
+			}
+			b.res.limits = append(b.res.limits, *lim)
+		}()
+	}
 	for rep := 0; rep < b.o.concReps; rep++ {
 		for _, p := range b.paths(rep) {
 			time.Sleep(time.Second) // let the previous burst's Events and DELs settle
-			wall, err := b.burst(ctx, p, n, &cr)
+			wall, failed, err := b.burst(ctx, p, n, &cr)
+			if lim != nil && p == b.multinet {
+				lim.bursts++
+				lim.adds += n
+				lim.failed += failed
+				if err != nil && ctx.Err() == nil {
+					// Under the limit, a failed ADD is the result.
+					logf("%d concurrent multinet ADDs under a %d MiB limit: %d failed: %v", n, b.o.memLimitMiB, failed, err)
+					continue
+				}
+			}
 			if err != nil && p == b.multusPath && ctx.Err() == nil {
 				// Multus failing a burst is a result, not the end of the run.
 				logf("%d concurrent Multus ADDs: %v", n, err)
@@ -680,6 +718,56 @@ func (b *bench) concurrencyPhase(ctx context.Context, n int) error {
 	return nil
 }
 
+// limitMemory sets multinetd's memory cgroup (its container's, deployed)
+// to -memory-limit for the bursts of n concurrent ADDs, resets its peak and
+// notes its OOM kill count. endLimit reads the figures and restores the
+// limit.
+func (b *bench) limitMemory(n int) (*memcg, *limitResult, error) {
+	cg, err := memcgOf(b.pid)
+	if err != nil {
+		return nil, nil, fmt.Errorf("multinetd's memory cgroup: %w", err)
+	}
+	l := &limitResult{n: n, limit: int64(b.o.memLimitMiB) << 20}
+	oom0, err := cg.oomKills()
+	if err != nil {
+		return nil, nil, fmt.Errorf("multinetd's memory cgroup %s: %w", cg.dir, err)
+	}
+	if err := cg.setLimit(l.limit); err != nil {
+		return nil, nil, fmt.Errorf("multinetd's memory cgroup: %w", err)
+	}
+	logf("%d concurrent: multinetd's memory cgroup %s limited to %d MiB (was %s)", n, cg.dir, b.o.memLimitMiB, cg.savedLimit)
+	if l.sinceReset, err = cg.resetPeak(); err != nil {
+		_ = cg.restore()
+		return nil, nil, err
+	}
+	l.oomKills = -oom0
+	return cg, l, nil
+}
+
+// endLimit completes l (peak, OOM kills, whether multinetd still runs)
+// and restores the cgroup's limit.
+func (b *bench) endLimit(cg *memcg, l *limitResult) error {
+	var errs []error
+	var err error
+	if l.peak, err = cg.peak(); err != nil {
+		errs = append(errs, err)
+	}
+	if k, err := cg.oomKills(); err != nil {
+		errs = append(errs, err)
+	} else {
+		l.oomKills += k
+	}
+	l.exited = syscall.Kill(b.pid, 0) != nil
+	if err := cg.restore(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		l.err = err.Error()
+		return fmt.Errorf("multinetd's memory cgroup %s: %w", cg.dir, err)
+	}
+	return nil
+}
+
 func (b *bench) rssPhase(ctx context.Context) error {
 	r := b.res
 	n := b.o.rssPods
@@ -703,6 +791,7 @@ func (b *bench) rssPhase(ctx context.Context) error {
 	if err := parallel(n, 10, func(i int) error { _, err := b.multinet.del(ctx, sbs[i]); return err }); err != nil {
 		return err
 	}
+	b.checkReleased(b.multinet, sbs...)
 	for _, sb := range sbs {
 		_ = b.netns.del(sb.netns)
 	}
@@ -734,6 +823,7 @@ func (b *bench) multusRSS(ctx context.Context, old []*sandbox) error {
 	if derr := parallel(len(sbs), 10, func(i int) error { _, err := b.multusPath.del(ctx, sbs[i]); return err }); derr != nil {
 		return derr
 	}
+	b.checkReleased(b.multusPath, sbs...)
 	for _, sb := range sbs {
 		_ = b.netns.del(sb.netns)
 	}
@@ -799,10 +889,12 @@ func (b *bench) cleanup() error {
 	// host-local allocations: the bench networks' dir goes entirely; in
 	// the default network's dir, only files owned by a bench container
 	// (there should be none: every DEL released its address).
-	if left := hostLocalLeftovers(b.e.ipamDir); len(left) > 0 {
-		errs = append(errs, fmt.Errorf("default network: %d host-local allocations of bench containers were left (removed): %v", len(left), left))
-		for _, f := range left {
-			_ = os.Remove(f)
+	for _, dir := range []string{b.e.ipamDir, b.defaultIPAMDir} {
+		if left := hostLocalLeftovers(dir); dir != "" && len(left) > 0 {
+			errs = append(errs, fmt.Errorf("default network: %d host-local allocations of bench containers were left in %s (removed): %v", len(left), dir, left))
+			for _, f := range left {
+				_ = os.Remove(f)
+			}
 		}
 	}
 	if left := hostLocalLeftovers(b.ipamDir); len(left) > 0 {

@@ -65,6 +65,8 @@ type options struct {
 	runtimeConf     string
 	daemonPIDFile   string
 	multusBinDir    string
+	limitConc       int
+	memLimitMiB     int
 }
 
 func parseFlags() (*options, error) {
@@ -96,6 +98,8 @@ func parseFlags() (*options, error) {
 	flag.StringVar(&o.runtimeConf, "runtime-conf", "", "the runtime's CNI config list, whose only plugin is multinet-shim (default $CNI_CONF_DIR/00-multinet.conflist)")
 	flag.StringVar(&o.daemonPIDFile, "daemon-pid-file", "", "multinetd's PID file, for its RSS (default $PID_DIR/multinetd.pid)")
 	flag.StringVar(&o.multusBinDir, "multus-bin-dir", os.Getenv("MULTUS_BIN_DIR"), "a directory with multus-daemon and multus-shim (Multus thick, hack/multus-build.sh): also measure Multus side by side (default $MULTUS_BIN_DIR; empty: skipped)")
+	flag.IntVar(&o.limitConc, "limit-concurrency", 150, "the burst size (one of -concurrency) whose bursts run with multinetd's memory cgroup limited to -memory-limit (0: none)")
+	flag.IntVar(&o.memLimitMiB, "memory-limit", 64, "multinetd's memory limit (MiB) for the -limit-concurrency bursts")
 	flag.Parse()
 	for _, s := range strings.Split(conc, ",") {
 		if s = strings.TrimSpace(s); s == "" {
@@ -111,6 +115,9 @@ func parseFlags() (*options, error) {
 	o.bridges = strings.Split(bridges, ",")
 	if len(o.subnets) != 2 || len(o.bridges) != 2 {
 		return nil, errors.New("-subnets and -bridges: want two each")
+	}
+	if o.limitConc < 0 || o.memLimitMiB < 0 {
+		return nil, errors.New("-limit-concurrency, -memory-limit: want ≥ 0")
 	}
 	if o.iterations < 1 || o.versionRuns < 1 || o.rssPods < 0 || o.apiAdds < 0 || o.concReps < 1 || o.hotPlugOps < 0 {
 		return nil, errors.New("-n, -version-runs, -concurrency-reps: want ≥ 1; -rss-pods, -api-adds, -hotplug-ops: want ≥ 0")
@@ -198,6 +205,12 @@ func main() {
 			logf("write %s: %v", o.out, err)
 		} else {
 			logf("report written to %s", o.out)
+		}
+	}
+	if res != nil && runErr == nil {
+		for _, f := range res.failures() {
+			logf("FAILED: %s", f)
+			runErr = errors.New(f)
 		}
 	}
 	if runErr != nil || cleanupErr != nil {

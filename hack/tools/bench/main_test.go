@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -181,5 +182,110 @@ func TestCgroupMemory(t *testing.T) {
 	}
 	if peak <= 0 || limit < 0 {
 		t.Errorf("peak %d, limit %d", peak, limit)
+	}
+}
+
+// TestMultusDaemonConfig: multus-daemon's clusterNetwork is a directory
+// holding only the default network conflist, not the conflist's path
+// (given a .conflist path, Multus v4.2.3's DEL runs a lossy copy of it and
+// leaks the default network's addresses: daemonConfig).
+func TestMultusDaemonConfig(t *testing.T) {
+	m, err := newMultus(fakeMultusBin(t), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	conflist := `{"cniVersion":"1.0.0","name":"containerd-net","plugins":[{"type":"bridge","ipam":{"type":"host-local","ranges":[[{"subnet":"10.244.0.0/24"}]]}}]}`
+	if err := os.WriteFile(filepath.Join(dir, "10-containerd-net.conflist"), []byte(conflist), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := m.daemonConfig("1.0.0", dir, "/opt/cni/bin")
+	cn, _ := cfg["clusterNetwork"].(string)
+	if fi, err := os.Stat(cn); err != nil || !fi.IsDir() {
+		t.Fatalf("clusterNetwork %q: want a directory (%v)", cn, err)
+	}
+	ents, _ := os.ReadDir(cn)
+	if len(ents) != 1 {
+		t.Fatalf("clusterNetwork dir holds %d files, want only the default network's conflist", len(ents))
+	}
+	if b, _ := os.ReadFile(filepath.Join(cn, ents[0].Name())); string(b) != conflist {
+		t.Errorf("clusterNetwork dir's conflist = %s, want the default network's", b)
+	}
+	if cfg["cniDir"] != m.cniDir || cfg["binDir"] != "/opt/cni/bin" {
+		t.Errorf("daemon config %v", cfg)
+	}
+}
+
+func fakeMultusBin(t *testing.T) string {
+	d := t.TempDir()
+	for _, b := range []string{"multus-daemon", "multus-shim"} {
+		if err := os.WriteFile(filepath.Join(d, b), nil, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d
+}
+
+// TestHostLocalDir: the default network's allocation dir is host-local's
+// dataDir (default /var/lib/cni/networks) joined with the network's name.
+func TestHostLocalDir(t *testing.T) {
+	for _, tc := range []struct{ conf, want string }{
+		{`{"cniVersion":"1.0.0","name":"containerd-net","plugins":[{"type":"bridge","ipam":{"type":"host-local","ranges":[[{"subnet":"10.244.0.0/24"}]]}},{"type":"portmap","capabilities":{"portMappings":true}}]}`,
+			"/var/lib/cni/networks/containerd-net"},
+		{`{"cniVersion":"0.3.1","name":"kindnet","plugins":[{"type":"ptp","ipam":{"type":"host-local","dataDir":"/run/cni-ipam-state"}}]}`,
+			"/run/cni-ipam-state/kindnet"},
+		{`{"cniVersion":"1.0.0","name":"x","plugins":[{"type":"bridge","ipam":{"type":"dhcp"}}]}`, ""},
+	} {
+		l, err := libcni.ConfListFromBytes([]byte(tc.conf))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := hostLocalDir(l); got != tc.want {
+			t.Errorf("hostLocalDir(%s) = %q, want %q", l.Name, got, tc.want)
+		}
+	}
+}
+
+// TestCheckReleased: an address of the default network still owned by a
+// path's container after its DEL is counted against that path, removed,
+// marked FAILED in the table and fails the run; others' files stay.
+func TestCheckReleased(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leaked, released, other := newContainerID(), newContainerID(), "0123456789abcdef"
+	write("10.244.0.7", leaked+"\r\neth0") // host-local's format: owner, CRLF, interface
+	write("10.244.0.9", other+"\r\neth0")
+	write("last_reserved_ip.0", "10.244.0.9")
+	write("lock", "")
+	mu := &path{name: "multus"}
+	b := &bench{defaultIPAMDir: dir, res: &results{o: &options{}}, multusPath: mu, stubPath: &path{name: "stub"}}
+	b.checkReleased(b.stubPath, &sandbox{containerID: leaked})
+	if b.res.leaked["stub"] != 0 {
+		t.Errorf("the stub path was checked")
+	}
+	b.checkReleased(mu, &sandbox{containerID: released}, &sandbox{containerID: leaked})
+	if b.res.leaked["multus"] != 1 {
+		t.Errorf("leaked = %v, want multus: 1", b.res.leaked)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "10.244.0.7")); !os.IsNotExist(err) {
+		t.Errorf("the leaked allocation was not removed: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "10.244.0.9")); err != nil {
+		t.Errorf("another container's allocation was touched: %v", err)
+	}
+	if f := b.res.failures(); len(f) != 1 || !strings.Contains(f[0], "multus") {
+		t.Errorf("failures() = %v, want the multus leak", f)
+	}
+	b.res.multusPID = 1
+	if out := b.res.markdown(); !strings.Contains(out, "| 0 | 0 | **FAILED**: 1 | 0 |") {
+		t.Errorf("the table does not mark the leak:\n%s", out)
+	}
+	b.res.leaked = nil
+	if f := b.res.failures(); len(f) != 0 {
+		t.Errorf("failures() = %v without a leak", f)
 	}
 }

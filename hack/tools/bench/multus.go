@@ -135,10 +135,8 @@ func (m *multus) start(ctx context.Context, c *cluster, e *env, cniVersion strin
 	if err != nil {
 		return fmt.Errorf("API server URL %q: %w", c.rest.Host, err)
 	}
-	// The daemon config: the server's keys (socketDir, logging) and the
-	// Multus CNI config keys it lays over every request's config
-	// (clusterNetwork: the default network conflist multinetd delegates to;
-	// binDir: the cluster's CNI plugins; its own confDir and cache dir).
+	// The daemon config (daemonConfig): clusterNetwork is autoDir, which
+	// holds only the default network conflist multinetd delegates to.
 	// multusConfigFile "auto", as Multus's thick DaemonSet runs it (with a
 	// file instead, multus-daemon v4.2.3 exits right after starting): it
 	// then writes its 00-multus.conf into cniConfigDir, generated from the
@@ -154,13 +152,7 @@ func (m *multus) start(ctx context.Context, c *cluster, e *env, cniVersion strin
 	if err := os.WriteFile(filepath.Join(autoDir, filepath.Base(e.defaultConf)), def, 0o644); err != nil {
 		return err
 	}
-	cfg := map[string]any{
-		"cniVersion": cniVersion, "socketDir": m.socketDir, "logLevel": "error", "logToStderr": true,
-		"logFile": filepath.Join(m.workDir, "multus.log"), "clusterNetwork": e.defaultConf,
-		"binDir": e.cniBin, "confDir": m.confDir, "cniDir": m.cniDir, "cniConfigDir": m.confDir,
-		"multusConfigFile": "auto", "multusAutoconfigDir": autoDir,
-	}
-	cb, _ := json.MarshalIndent(cfg, "", "  ")
+	cb, _ := json.MarshalIndent(m.daemonConfig(cniVersion, autoDir, e.cniBin), "", "  ")
 	conf := filepath.Join(m.workDir, "daemon-config.json")
 	if err := os.WriteFile(conf, cb, 0o644); err != nil {
 		return err
@@ -206,6 +198,35 @@ func (m *multus) start(ctx context.Context, c *cluster, e *env, cniVersion strin
 		}
 	}
 	return nil
+}
+
+// daemonConfig is multus-daemon's config: the server's keys (socketDir,
+// logging) and the Multus CNI config keys it lays over every request's
+// config: its own confDir and cniDir (cache), the cluster's CNI binDir, and
+// clusterNetwork, the default network.
+//
+// clusterNetwork is defaultDir, a directory holding only the default
+// network's conflist, not that conflist's path. Given a path ending in
+// .conflist, Multus v4.2.3 (also v4.3.0) loads it with
+// LoadDelegateNetConfFromConfList (pkg/types/conf.go), which keeps for
+// later commands the conflist re-marshalled from CNI's typed
+// types.NetConfList: every plugin key outside the typed ones (bridge,
+// isGateway, ipMasq, ipam.ranges, ...) is dropped. ADD runs the complete
+// list (its CNINetworkConfigList), but DEL (conflistDel, from the delegates
+// cached in cniDir) runs the lossy copy: host-local fails with "no IP
+// ranges specified", Multus logs it and answers success, and every Multus
+// ADD leaks a default-network address (upstream k8snetworkplumbingwg/
+// multus-cni issue 1449, fixed on master after v4.3.0, not in a release).
+// Given a directory, Multus reads the conflist's bytes as they are
+// (GetCNIConfigFromFile, LoadDelegateNetConf), so ADD and DEL run the same
+// complete conflist: the same work as the runtime and multinetd do.
+func (m *multus) daemonConfig(cniVersion, defaultDir, cniBin string) map[string]any {
+	return map[string]any{
+		"cniVersion": cniVersion, "socketDir": m.socketDir, "logLevel": "error", "logToStderr": true,
+		"logFile": filepath.Join(m.workDir, "multus.log"), "clusterNetwork": defaultDir,
+		"binDir": cniBin, "confDir": m.confDir, "cniDir": m.cniDir, "cniConfigDir": m.confDir,
+		"multusConfigFile": "auto", "multusAutoconfigDir": defaultDir,
+	}
 }
 
 // makeMountPoint creates saDir when the host has none (remembering what it

@@ -87,6 +87,12 @@ type results struct {
 	multusRSSPeak   int64
 	multusLeftCache int // Multus cache files of bench containers left after their DEL
 
+	// leaked: per path, default-network addresses its DEL left allocated
+	// (checkReleased); any fails the run.
+	leaked map[string]int
+	// limits: the bursts run with multinetd's memory cgroup limited.
+	limits []limitResult
+
 	// multinet-shim against a stub daemon in the bench process.
 	addStub, delStub dist
 	stubDial         dist
@@ -194,6 +200,24 @@ func (r *results) markdown() string {
 				fmt.Sprintf("queued %s; ran %s, delegates %s; API server PATCH pods/status %s; multinetd API requests %.0f/s during the bursts",
 					ms(c.queued), ms(c.ran), ms(c.delegates), ms(c.patchStatus), c.daemonRequests/max(c.daemonWindow.Seconds(), 0.001)), "", "", "")
 		}
+	}
+	for _, l := range r.limits {
+		row(fmt.Sprintf("%d concurrent ADDs with multinetd's container under a %.0f MiB memory limit (set on its cgroup for these bursts, restored after)", l.n, float64(l.limit)/(1<<20)),
+			l.String(), "", "", fmt.Sprintf("all complete, no OOM kill, peak reported (%.0f MiB)", float64(l.limit)/(1<<20)))
+	}
+	{
+		cell := func(name string) string {
+			if r.leaked[name] > 0 {
+				return fmt.Sprintf("**FAILED**: %d", r.leaked[name])
+			}
+			return "0"
+		}
+		mu := ""
+		if r.multusPID != 0 {
+			mu = cell("multus")
+		}
+		row("default-network addresses still allocated after DEL (host-local files of the path's containers; removed by the bench)",
+			cell("multinet"), cell("direct"), mu, "0")
 	}
 	row("daemon RSS idle", r.rssIdle.String(), "", r.multusCell(r.multusRSSIdle.String, "41 MB"), "")
 	if r.rssPods > 0 {
@@ -341,14 +365,41 @@ Rows:
   Events are asynchronous, so the window ends a settle time after the last ADD. The kubelet column is the kubelet's
   reaction to the bench's (admission-rejected) pods being updated. The all-clients column is apiserver_request_total
   over the same window minus an idle window of equal length (noisy: it includes everyone using the cluster).
-- Multus thick (with MULTUS_BIN_DIR): multus-daemon as a host process (its daemon config: clusterNetwork = the
-  same default network conflist, the cluster's CNI bin dir, a ServiceAccount with the RBAC it needs), driven like
+- Multus thick (with MULTUS_BIN_DIR): multus-daemon as a host process (its daemon config: clusterNetwork = a
+  directory holding only the same default network conflist, not the conflist's path: given a .conflist path,
+  Multus v4.2.3 keeps a lossy copy of it for DEL, LoadDelegateNetConfFromConfList in pkg/types/conf.go, and its
+  DEL of the default network fails; the cluster's CNI bin dir, a ServiceAccount with the RBAC it needs), driven like
   multinet through libcni executing multus-shim; the three paths take turns in every iteration and burst. Unlike
   multinetd (a pod), it runs in the host's cgroup (full CPU weight).
+- default-network addresses after DEL: after every DEL (and burst of DELs) the bench looks for host-local allocation
+  files of the default network owned by the path's containers; any left fails the run (they are removed, so that a
+  leaking path does not exhaust the subnet for the others).
+- N concurrent ADDs under a memory limit (-limit-concurrency, -memory-limit): for that burst size, multinetd's
+  container cgroup gets the limit (v1 memory.limit_in_bytes / v2 memory.max, written directly, the old value written
+  back after the bursts), its peak is reset (v1 memory.max_usage_in_bytes, v2 memory.peak) and read after them with the
+  OOM kills (v1 memory.oom_control, v2 memory.events oom_kill); a failed ADD, an OOM kill or multinetd gone fails the run.
 - RSS: VmRSS of the multinetd process (/proc/<pid>/status; RssAnon and RssFile in MiB), before any bench pod,
   with the pods attached (no DEL yet), and after their DEL.
 `)
 	return b.String()
+}
+
+// failures lists what makes the run fail although it completed: a path's
+// DEL leaving default-network addresses allocated, a memory-limited burst
+// with a failed ADD, an OOM kill or multinetd gone.
+func (r *results) failures() []string {
+	var out []string
+	for _, name := range []string{"multinet", "direct", "multus"} {
+		if n := r.leaked[name]; n > 0 {
+			out = append(out, fmt.Sprintf("%s: DEL left %d default-network addresses allocated", name, n))
+		}
+	}
+	for _, l := range r.limits {
+		if !l.ok() {
+			out = append(out, fmt.Sprintf("%d concurrent ADDs under a %.0f MiB limit: %s", l.n, float64(l.limit)/(1<<20), l.String()))
+		}
+	}
+	return out
 }
 
 func (m memory) String() string {
