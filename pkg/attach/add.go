@@ -104,7 +104,8 @@ func (e *Engine) Add(ctx context.Context, req *api.Request) ([]byte, error) {
 	}
 	// The plan needs to outlive a daemon crash during this ADD, not a
 	// power loss (the netns would be gone): no fsync. The final Save below
-	// is durable.
+	// is made durable by the store's group commit (or before it returns,
+	// recordSync: each).
 	if err := e.opts.Store.SaveBuffered(rec); err != nil {
 		return nil, e.failUnattempted(log, req, p, types.NewError(types.ErrInternal, fmt.Sprintf("save attachment record: %v", err), ""))
 	}
@@ -168,7 +169,8 @@ func (e *Engine) Add(ctx context.Context, req *api.Request) ([]byte, error) {
 	}
 
 	// The final record, with the network-status to publish, is saved
-	// durably first; network-status is published only then. A save that
+	// first (durable within the store's group commit); network-status is
+	// published only then. A save that
 	// fails fails the ADD and tears the attachments down, and nothing
 	// listing them was published. A PATCH that fails does not fail the ADD
 	// (the pod's networks are up): the record keeps the status pending and

@@ -20,6 +20,7 @@ import (
 	"github.com/multinet/multinet/pkg/netconf"
 	"github.com/multinet/multinet/pkg/podnetworks"
 	"github.com/multinet/multinet/pkg/selection"
+	"github.com/multinet/multinet/pkg/state"
 )
 
 // Duration is a time.Duration written as a Go duration string ("90s") in
@@ -178,6 +179,10 @@ type Config struct {
 	DisableHotPlug bool `json:"disableHotPlug,omitempty"`
 	// AsyncStatus writes network-status after ADD returns.
 	AsyncStatus bool `json:"asyncStatus,omitempty"`
+	// RecordSync is when an attachment record becomes durable:
+	// "background" (default) fsyncs it in a group commit right after the
+	// save returns, "each" before (docs/decisions/state.md "Group commit").
+	RecordSync string `json:"recordSync,omitempty"`
 	// APIQPS and APIBurst limit the daemon's API client.
 	APIQPS   float32 `json:"apiQPS,omitempty"`
 	APIBurst int     `json:"apiBurst,omitempty"`
@@ -290,6 +295,9 @@ func (c *Config) Complete() error {
 	}
 	if !filepath.IsAbs(c.SocketPath) {
 		errs = append(errs, fmt.Errorf("socketPath %q: want an absolute path", c.SocketPath))
+	}
+	if _, err := state.ParseSyncMode(c.RecordSync); err != nil {
+		errs = append(errs, fmt.Errorf("recordSync: %w", err))
 	}
 	if c.IPAMSocketPath == "" {
 		c.IPAMSocketPath = filepath.Join(filepath.Dir(c.SocketPath), "ipam.sock")

@@ -86,7 +86,9 @@ func Run(ctx context.Context, cfg Config) error {
 	nadInformers := nadinformers.NewSharedInformerFactory(nadClient, 0)
 	nadInformer := nadInformers.K8sCniCncfIo().V1().NetworkAttachmentDefinitions()
 
-	store, err := state.NewStore(filepath.Join(cfg.StateDir, "records"))
+	m := newMetrics()
+	syncMode, _ := state.ParseSyncMode(cfg.RecordSync) // checked by Complete
+	store, err := state.OpenStore(filepath.Join(cfg.StateDir, "records"), state.Options{Sync: syncMode, OnSync: m.recordSync})
 	if err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
@@ -96,7 +98,6 @@ func Run(ctx context.Context, cfg Config) error {
 	if filepath.Clean(cfg.DefaultNetwork.ConfDir) != filepath.Clean(cfg.CNIConfDir) {
 		defaultDir = netconf.NewConfDir(netconf.ConfDirOptions{Dir: cfg.DefaultNetwork.ConfDir, SkipFile: cfg.ConfFileName})
 	}
-	m := newMetrics()
 	lookup := nadLookup(nadClient.K8sCniCncfIoV1(), nadInformer, cfg.NADSyncWait.Duration, m)
 	defaultNetwork := defaultNetworkFunc(cfg, defaultDir, lookup, cfg.NADSyncWait.Duration, resolver)
 
@@ -326,6 +327,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	if err := engine.Wait(sctx); err != nil {
 		log.Error(err, "waiting for network-status writes")
+	}
+	if err := store.Flush(sctx); err != nil {
+		log.Error(err, "waiting for the records' group commit")
 	}
 	// Pending network-status writes stay in their records for the next start.
 	cancel()

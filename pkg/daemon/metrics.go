@@ -8,6 +8,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"k8s.io/klog/v2"
 
 	"github.com/multinet/multinet/pkg/attach"
 	"github.com/multinet/multinet/pkg/nadlookup"
@@ -32,6 +33,7 @@ type metrics struct {
 	reaped     *prometheus.CounterVec   // result
 	hotPlugs   *prometheus.CounterVec   // result
 	hotPlugDur *prometheus.HistogramVec // result
+	recSynced  *prometheus.CounterVec   // result
 }
 
 // latencyBuckets span 1 ms to about 65 s, in seconds.
@@ -101,9 +103,13 @@ func newMetrics() *metrics {
 			Help:    "Time of one hot-plug, from taking the sandbox's lock to its record saved and network-status written, by result.",
 			Buckets: latencyBuckets,
 		}, []string{"result"}),
+		recSynced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "multinet", Name: "records_synced_total",
+			Help: "Attachment records made durable by the background group commit (recordSync: background), by result (ok; error: an fsync failed, the record may not survive a power loss).",
+		}, []string{"result"}),
 	}
 	m.registry.MustRegister(m.opDuration, m.opTotal, m.queued, m.inFlight, m.delegate, m.delegateEr, m.nadLive, m.nadSync,
-		m.stPending, m.stRetries, m.corrupt, m.reaped, m.hotPlugs, m.hotPlugDur,
+		m.stPending, m.stRetries, m.corrupt, m.reaped, m.hotPlugs, m.hotPlugDur, m.recSynced,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{nadlookup.LiveFound, nadlookup.LiveNotFound, nadlookup.LiveError} {
 		m.nadLive.WithLabelValues(r)
@@ -121,6 +127,17 @@ func newMetrics() *metrics {
 }
 
 var _ attach.HotPlugObserver = (*metrics)(nil)
+
+// recordSync is the record store's state.Options.OnSync: it counts the
+// records of a group commit and logs a failed one.
+func (m *metrics) recordSync(records int, err error) {
+	if err != nil {
+		klog.ErrorS(err, "Group commit of attachment records failed: they may not survive a power loss", "records", records)
+		m.recSynced.WithLabelValues("error").Add(float64(records))
+		return
+	}
+	m.recSynced.WithLabelValues("ok").Add(float64(records))
+}
 
 // HotPlugDone implements attach.HotPlugObserver.
 func (m *metrics) HotPlugDone(result string, d time.Duration) {

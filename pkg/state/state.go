@@ -4,8 +4,12 @@
 // NetworkAttachmentDefinition (DESIGN.md "The ADD path", step 9).
 //
 // Every write is atomic: the record is written to a temporary file in the same
-// directory, fsynced, renamed over the old file, and the directory is fsynced.
-// A reader therefore sees either the old or the new record, never a torn one.
+// directory and renamed over the old file. A reader therefore sees either the
+// old or the new record, never a torn one. Save makes the record durable
+// (fsync of the file and of the directory) either before it returns
+// (SyncEach) or, by default, in a background group commit that batches the
+// saves made meanwhile (SyncBackground, sync.go; docs/decisions/state.md
+// "Group commit").
 // Writers hold a shared flock on the directory while their temp file exists;
 // List removes leftover temp files only under the exclusive lock, so it never
 // removes another save in progress (docs/decisions/state.md).
@@ -190,18 +194,27 @@ type Attachment struct {
 	Detach bool `json:"detach,omitempty"`
 }
 
-// Store keeps one record file per container in a directory.
+// Store keeps one record file per container in a directory. It is safe for
+// concurrent use (by different containers: the caller serializes the
+// operations of one container).
 type Store struct {
-	dir string
+	dir  string
+	opts Options
+	sync syncer
 }
 
-// NewStore opens (creating with mode 0700 when missing) the record directory dir.
+// NewStore opens (creating with mode 0700 when missing) the record directory
+// dir with the default Options (SyncBackground).
 // Errors: the directory cannot be created.
-func NewStore(dir string) (*Store, error) {
+func NewStore(dir string) (*Store, error) { return OpenStore(dir, Options{}) }
+
+// OpenStore is NewStore with options o.
+// Errors: the directory cannot be created.
+func OpenStore(dir string, o Options) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state dir %q: %w", dir, err)
 	}
-	return &Store{dir: dir}, nil
+	return &Store{dir: dir, opts: o}, nil
 }
 
 // Dir returns the record directory.
@@ -229,16 +242,32 @@ func validContainerID(id string) error {
 	return nil
 }
 
-// Save writes r atomically (temp file, fsync, rename, directory fsync),
-// stamping Version and Updated. Errors: invalid ContainerID, any I/O error.
-func (s *Store) Save(r *Record) error { return s.save(r, true) }
+// Save writes r atomically (temp file, rename), stamping Version and
+// Updated, and makes it durable (fsync of the file and the directory): with
+// SyncEach before it returns; with SyncBackground (the default) within one
+// group commit of the background syncer, which starts at once and batches
+// every save made meanwhile (sync.go). Either way the record is complete
+// and readable, also by a restarted daemon, when Save returns; only a power
+// loss before the group commit can lose it. Errors: invalid ContainerID,
+// any I/O error of the write (a failed background fsync is reported to
+// Options.OnSync).
+func (s *Store) Save(r *Record) error {
+	if s.opts.Sync == SyncEach {
+		return s.save(r, true)
+	}
+	if err := s.save(r, false); err != nil {
+		return err
+	}
+	s.sync.mark(s, r.ContainerID)
+	return nil
+}
 
 // SaveBuffered writes r like Save (temp file and rename: a reader never sees
-// a partial record) but without the two fsyncs, about 3 ms on a VM disk. The
-// record survives a crash or restart of the daemon (the kernel's page cache
-// holds it), not a power loss. ADD uses it for the plan written before the
-// delegates run, which the final, durable Save replaces milliseconds later
-// (docs/decisions/attach.md). Errors: as Save.
+// a partial record) but never fsyncs it: neither before it returns nor in
+// the background. The record survives a crash or restart of the daemon (the
+// kernel's page cache holds it), not a power loss. ADD uses it for the plan
+// written before the delegates run, which the final Save replaces
+// milliseconds later (docs/decisions/attach.md). Errors: as Save.
 func (s *Store) SaveBuffered(r *Record) error { return s.save(r, false) }
 
 func (s *Store) save(r *Record, durable bool) error {
