@@ -6,6 +6,9 @@
 #   - pkg/client/clientset/versioned     (client-gen: typed clientset and its fake)
 #   - pkg/client/listers                 (lister-gen)
 #   - pkg/client/informers/externalversions (informer-gen: shared informer factory)
+#   - pkg/client/clientset/kubernetes   (client-gen: typed clients of the few
+#                                        Kubernetes kinds multinetd uses, with a
+#                                        scheme of their groups only, and fakes)
 #
 # The client, lister and informer code is generated for the types tagged
 # +genclient in the API packages listed in client_apis below.
@@ -28,6 +31,15 @@ crd_dir=deploy/crds
 client_dir=pkg/client
 # Group/version directories under api/ whose +genclient types get a client.
 client_apis=(k8s.cni.cncf.io/v1 k8s.cni.cncf.io/v1alpha1 ipam.multinet.io/v1alpha1)
+# The Kubernetes kinds multinetd reads and writes: their packages under
+# k8s.io/api (kube_inputs) and the kinds as API group/version/Kind
+# (kube_types; the core group is ""). client-go's own typed clients
+# register all of client-go's ~56 API groups in their scheme
+# (k8s.io/client-go/kubernetes/scheme), a third of multinetd's binary; this
+# clientset's scheme registers these groups only (issue 14: binary size,
+# RSS). No apply configurations: they would link the schema of every type.
+kube_inputs=(core/v1 resource/v1)
+kube_types=(/v1/Pod /v1/Event resource.k8s.io/v1/ResourceClaim resource.k8s.io/v1/ResourceSlice)
 
 mkdir -p "$crd_dir"
 
@@ -67,6 +79,15 @@ go tool client-gen \
 	--clientset-name versioned \
 	--input-base "$module/api" \
 	"${client_inputs[@]}"
+
+go tool client-gen \
+	--go-header-file "$boilerplate" \
+	--output-dir "$client_dir/clientset" \
+	--output-pkg "$module/$client_dir/clientset" \
+	--clientset-name kubernetes \
+	--input-base k8s.io/api \
+	--input "$(IFS=,; echo "${kube_inputs[*]}")" \
+	--included-types-overrides "$(IFS=,; echo "${kube_types[*]}")"
 
 go tool lister-gen \
 	--go-header-file "$boilerplate" \

@@ -63,11 +63,21 @@ var rules = []rule{
 			"sigs.k8s.io/controller-runtime", "k8s.io/dynamic-resource-allocation",
 			"github.com/multinet/multinet/pkg/dra", "github.com/multinet/multinet/pkg/webhook",
 			"k8s.io/client-go/informers", "k8s.io/client-go/dynamic",
+			// client-go's scheme registers every API group (a third of
+			// multinetd's binary); discovery links it too. multinetd's
+			// typed clients are pkg/client/clientset/kubernetes's.
+			"k8s.io/client-go/kubernetes", "k8s.io/client-go/discovery",
+			"k8s.io/client-go/applyconfigurations",
+			"github.com/multinet/multinet/pkg/client/informers",
 		}),
-		// The whole clientset: multinetd uses typed core/v1 and resource/v1
-		// clients only.
-		exact: []string{"k8s.io/client-go/kubernetes"},
-		why:   "multinetd uses typed core/v1 and resource/v1 clients, informers made from ListWatches, gRPC for the kubelet",
+		// The generated clientsets (their Discovery links
+		// k8s.io/client-go/discovery): multinetd takes the typed group
+		// clients below them.
+		exact: []string{
+			"github.com/multinet/multinet/pkg/client/clientset/versioned",
+			"github.com/multinet/multinet/pkg/client/clientset/kubernetes",
+		},
+		why: "multinetd uses typed clients of the groups it reads (pkg/client/clientset/kubernetes/typed: pods, Events, ResourceClaims, ResourceSlices; NADs, IPAMClaims, IPAllocations), informers made from ListWatches, gRPC for the kubelet",
 	},
 	{
 		cmd: "./cmd/multinet-webhook",

@@ -20,10 +20,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/multinet/multinet/internal/cnitest"
+	"github.com/multinet/multinet/pkg/client/clientset/kubernetes/fake"
 	"github.com/multinet/multinet/pkg/kube"
 	"github.com/multinet/multinet/pkg/state"
 	"github.com/multinet/multinet/pkg/status"
@@ -48,7 +48,7 @@ func newStatusAPI(pods ...*corev1.Pod) *statusAPI {
 	for _, p := range pods {
 		objs = append(objs, p.DeepCopy())
 	}
-	a := &statusAPI{client: fake.NewClientset(objs...), patches: map[string]int{}}
+	a := &statusAPI{client: fake.NewSimpleClientset(objs...), patches: map[string]int{}}
 	a.client.PrependReactor("patch", "pods", func(action k8stesting.Action) (bool, k8sruntime.Object, error) {
 		n := a.active.Add(1)
 		defer a.active.Add(-1)

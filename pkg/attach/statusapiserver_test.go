@@ -13,6 +13,7 @@ import (
 
 	"github.com/multinet/multinet/internal/apiservertest"
 	"github.com/multinet/multinet/internal/cnitest"
+	corev1client "github.com/multinet/multinet/pkg/client/clientset/kubernetes/typed/core/v1"
 	"github.com/multinet/multinet/pkg/cniserver/api"
 	"github.com/multinet/multinet/pkg/kube"
 	"github.com/multinet/multinet/pkg/selection"
@@ -50,7 +51,7 @@ func newRealAPI(t *testing.T) *realAPI {
 func (r *realAPI) writer(t *testing.T) (sw StatusWriter, grant func()) {
 	t.Helper()
 	user := "status-writer-" + cnitest.UniqueName("")
-	client := kubernetes.NewForConfigOrDie(r.srv.ConfigAs(user))
+	client := corev1client.NewForConfigOrDie(r.srv.ConfigAs(user))
 	grant = func() {
 		t.Helper()
 		ctx := context.Background()
@@ -72,7 +73,7 @@ func (r *realAPI) writer(t *testing.T) (sw StatusWriter, grant func()) {
 			_ = r.admin.RbacV1().ClusterRoles().Delete(context.Background(), user, metav1.DeleteOptions{})
 		})
 	}
-	return kube.NewStatusPatcher(client.CoreV1()), grant
+	return kube.NewStatusPatcher(client), grant
 }
 
 // pod creates a pod selecting networks in the API server and registers it
@@ -129,7 +130,7 @@ func waitBackground(t *testing.T, e *env) {
 // API server and the record says landed.
 func TestStatusRealAPIServerSync(t *testing.T) {
 	r := newRealAPI(t)
-	e := newEnv(t, func(o *Options) { o.Status = kube.NewStatusPatcher(r.admin.CoreV1()) })
+	e := newEnv(t, func(o *Options) { o.Status = kube.NewStatusPatcher(corev1client.NewForConfigOrDie(r.srv.Config())) })
 	e.bridgeNAD("net-a")
 	pod := r.pod(t, e, "net-a")
 	id := "ctr-" + cnitest.UniqueName("")
@@ -149,7 +150,10 @@ func TestStatusRealAPIServerSync(t *testing.T) {
 // server and the record says landed.
 func TestStatusRealAPIServerAsyncLandsAfterAdd(t *testing.T) {
 	r := newRealAPI(t)
-	e := newEnv(t, func(o *Options) { o.Status = kube.NewStatusPatcher(r.admin.CoreV1()); o.AsyncStatus = true })
+	e := newEnv(t, func(o *Options) {
+		o.Status = kube.NewStatusPatcher(corev1client.NewForConfigOrDie(r.srv.Config()))
+		o.AsyncStatus = true
+	})
 	e.bridgeNAD("net-a")
 	pod := r.pod(t, e, "net-a")
 	id := "ctr-" + cnitest.UniqueName("")

@@ -15,6 +15,19 @@
 //     NotFound (apierrors.IsNotFound) when it does not hold the object.
 //   - informers/externalversions: NewSharedInformerFactoryWithOptions(cs,
 //     resync, WithNamespace(ns), WithTweakListOptions(f), WithTransform(t)).
+//   - clientset/kubernetes: typed clients of the few Kubernetes kinds
+//     multinetd uses (typed/core/v1: Pods, Events; typed/resource/v1:
+//     ResourceClaims, ResourceSlices), generated from k8s.io/api with a
+//     scheme of those two groups only, and fakes. client-go's own typed
+//     clients register all of its API groups (k8s.io/client-go/kubernetes/
+//     scheme), a third of multinetd's binary (issue 14). The list of kinds
+//     is kube_types in hack/update-codegen.sh.
+//
+// multinetd takes the typed group clients (clientset/.../typed/<group>/
+// <version>.NewForConfig) and builds its informers from them
+// (pkg/kube.NewInformer): the clientsets' Discovery() and the informer
+// factory, which takes a whole clientset, link k8s.io/client-go/discovery
+// and with it every Kubernetes API group (internal/depgraph).
 //
 // The clients speak JSON (CRDs have no protobuf): client-go's default when
 // the rest.Config sets no content type. Give every call a context with a

@@ -14,8 +14,7 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
@@ -23,10 +22,10 @@ import (
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
 	"github.com/multinet/multinet/pkg/attach"
-	"github.com/multinet/multinet/pkg/client/clientset/versioned"
+	corev1client "github.com/multinet/multinet/pkg/client/clientset/kubernetes/typed/core/v1"
+	resourcev1client "github.com/multinet/multinet/pkg/client/clientset/kubernetes/typed/resource/v1"
 	nadclient "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/k8s.cni.cncf.io/v1"
-	nadinformers "github.com/multinet/multinet/pkg/client/informers/externalversions"
-	nadinformersv1 "github.com/multinet/multinet/pkg/client/informers/externalversions/k8s.cni.cncf.io/v1"
+	nadlisters "github.com/multinet/multinet/pkg/client/listers/k8s.cni.cncf.io/v1"
 	"github.com/multinet/multinet/pkg/cniserver"
 	"github.com/multinet/multinet/pkg/devinfo"
 	"github.com/multinet/multinet/pkg/draclaims"
@@ -61,30 +60,18 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	// The typed core/v1 client only (pods, Events): the full clientset and
-	// its informer factory would link every API group's client, informer
-	// and lister into multinetd (issue 14: binary size, RSS).
-	client, err := corev1client.NewForConfig(restConfig)
-	if err != nil {
-		return fmt.Errorf("kubernetes client: %w", err)
-	}
-	resourceClient, err := resourcev1client.NewForConfig(restConfig)
-	if err != nil {
-		return fmt.Errorf("resource.k8s.io client: %w", err)
-	}
-	nadClient, err := versioned.NewForConfig(restConfig)
-	if err != nil {
-		return fmt.Errorf("NetworkAttachmentDefinition client: %w", err)
-	}
-
-	pods, err := kube.NewPodCache(client, kube.PodCacheOptions{NodeName: cfg.NodeName})
+	clients, err := newAPIClients(restConfig)
 	if err != nil {
 		return err
 	}
-	// The NAD informer of all namespaces, without resync, is the only
-	// informer of nadInformers.
-	nadInformers := nadinformers.NewSharedInformerFactory(nadClient, 0)
-	nadInformer := nadInformers.K8sCniCncfIo().V1().NetworkAttachmentDefinitions()
+	pods, err := kube.NewPodCache(clients.core, kube.PodCacheOptions{NodeName: cfg.NodeName})
+	if err != nil {
+		return err
+	}
+	nadInformer, err := newNADInformer(clients.nads)
+	if err != nil {
+		return err
+	}
 
 	m := newMetrics()
 	syncMode, _ := state.ParseSyncMode(cfg.RecordSync) // checked by Complete
@@ -98,7 +85,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if filepath.Clean(cfg.DefaultNetwork.ConfDir) != filepath.Clean(cfg.CNIConfDir) {
 		defaultDir = netconf.NewConfDir(netconf.ConfDirOptions{Dir: cfg.DefaultNetwork.ConfDir, SkipFile: cfg.ConfFileName})
 	}
-	lookup := nadLookup(nadClient.K8sCniCncfIoV1(), nadInformer, cfg.NADSyncWait.Duration, m)
+	lookup := nadLookup(clients.nads, nadInformer, cfg.NADSyncWait.Duration, m)
 	defaultNetwork := defaultNetworkFunc(cfg, defaultDir, lookup, cfg.NADSyncWait.Duration, resolver)
 
 	trigger := make(chan struct{}, 1)
@@ -108,7 +95,7 @@ func Run(ctx context.Context, cfg Config) error {
 		default:
 		}
 	}
-	if _, err := nadInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := nadInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { poke() },
 		UpdateFunc: func(any, any) { poke() },
 		DeleteFunc: func(obj any) {
@@ -132,13 +119,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return nil
 	}
 
-	// Events get their own client and rate limiter: a burst of pods must not
-	// queue the network-status PATCHes behind its Events.
-	eventsClient, err := corev1client.NewForConfig(rest.CopyConfig(restConfig))
-	if err != nil {
-		return fmt.Errorf("kubernetes client for events: %w", err)
-	}
-	events := kube.NewEvents(ctx, eventsClient, "multinetd", cfg.NodeName)
+	events := kube.NewEvents(ctx, clients.events, "multinetd", cfg.NodeName)
 	defer events.Shutdown()
 
 	var devices attach.Devices
@@ -168,10 +149,10 @@ func Run(ctx context.Context, cfg Config) error {
 		Pods:            pods,
 		NADs:            lookup,
 		Resolver:        resolver,
-		Status:          kube.NewStatusPatcher(client),
+		Status:          kube.NewStatusPatcher(clients.core),
 		Events:          events,
 		Devices:         devices,
-		Claims:          draclaims.New(client, resourceClient, cfg.NodeName),
+		Claims:          draclaims.New(clients.core, clients.resource, cfg.NodeName),
 		DevInfo:         devinfo.Store{Root: cfg.DevInfoRoot},
 		BinDirs:         cfg.CNIBinDirs,
 		CacheDir:        filepath.Join(cfg.StateDir, "cni-cache"),
@@ -248,7 +229,7 @@ func Run(ctx context.Context, cfg Config) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go pods.Run(runCtx)
-	nadInformers.StartWithContext(runCtx)
+	go nadInformer.RunWithContext(runCtx)
 	// network-status PATCHes that failed (API server unreachable during an
 	// ADD), also those of the records a previous multinetd left pending, are
 	// retried until they land or the pod is gone (attach/netstatus.go).
@@ -260,7 +241,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}()
 	go func() {
-		if cache.WaitForCacheSync(runCtx.Done(), pods.HasSynced, nadInformer.Informer().HasSynced) {
+		if cache.WaitForCacheSync(runCtx.Done(), pods.HasSynced, nadInformer.HasSynced) {
 			synced.Store(true)
 			log.Info("informers synced")
 			poke()
@@ -271,7 +252,7 @@ func Run(ctx context.Context, cfg Config) error {
 	go func() {
 		defer close(hotPlugDone)
 		if hotPlug != nil {
-			hotPlug.run(runCtx, hotPlugWorkers, func() bool { return pods.HasSynced() && nadInformer.Informer().HasSynced() })
+			hotPlug.run(runCtx, hotPlugWorkers, func() bool { return pods.HasSynced() && nadInformer.HasSynced() })
 		}
 	}()
 
@@ -351,21 +332,94 @@ func Run(ctx context.Context, cfg Config) error {
 	return nil
 }
 
+// apiClients are multinetd's API clients: typed clients of the groups it
+// uses (pkg/client/clientset/kubernetes: pods, Events, ResourceClaims,
+// ResourceSlices; pkg/client's NADs), from which its informers are made.
+// client-go's clientsets, their scheme and discovery, and the generated
+// informer factories would link every API group into multinetd (issue 14:
+// binary size, RSS; internal/depgraph). multinet-ipam makes its own
+// (pkg/ipamd).
+//
+// Each client has its own rate limiter of the configuration's QPS and
+// burst (apiQPS, apiBurst): Events have a client of their own, so that a
+// burst of pods' Events never holds back the network-status PATCHes and
+// the pod reads of ADD, which share core.
+type apiClients struct {
+	// core reads pods (the informer, a GET on a cache miss) and PATCHes
+	// their network-status.
+	core *corev1client.CoreV1Client
+	// events posts Events only (kube.Events).
+	events *corev1client.CoreV1Client
+	// resource reads ResourceClaims and ResourceSlices and writes claims'
+	// status (draclaims).
+	resource *resourcev1client.ResourceV1Client
+	// nads reads NetworkAttachmentDefinitions (the informer, a GET on a
+	// cache miss).
+	nads *nadclient.K8sCniCncfIoV1Client
+}
+
+// newAPIClients makes the clients of rc (copied: each client gets its own
+// rate limiter even when rc carries one). Errors: a client cannot be made
+// of rc.
+func newAPIClients(rc *rest.Config) (*apiClients, error) {
+	own := func() *rest.Config {
+		c := rest.CopyConfig(rc)
+		c.RateLimiter = nil // a token bucket of c.QPS and c.Burst per client
+		return c
+	}
+	var c apiClients
+	var err error
+	if c.core, err = corev1client.NewForConfig(own()); err != nil {
+		return nil, fmt.Errorf("core/v1 API client: %w", err)
+	}
+	if c.events, err = corev1client.NewForConfig(own()); err != nil {
+		return nil, fmt.Errorf("API client for Events: %w", err)
+	}
+	if c.resource, err = resourcev1client.NewForConfig(own()); err != nil {
+		return nil, fmt.Errorf("resource.k8s.io API client: %w", err)
+	}
+	if c.nads, err = nadclient.NewForConfig(own()); err != nil {
+		return nil, fmt.Errorf("NetworkAttachmentDefinition API client: %w", err)
+	}
+	return &c, nil
+}
+
 // nadLookup is how ADD reads the NADs a pod selects: it waits for the NAD
 // informer's first full list (at most wait, and the request's deadline:
 // after a restart the runtime calls ADD at once, the CNI config file having
 // stayed in place), reads the cache, and GETs a NAD the cache does not have
 // (applied together with its pod, its watch event not delivered yet) through
 // client. m counts the GETs and the waits.
-func nadLookup(client nadclient.NetworkAttachmentDefinitionsGetter, inf nadinformersv1.NetworkAttachmentDefinitionInformer, wait time.Duration, m *metrics) *nadlookup.Lookup {
+func nadLookup(client nadclient.NetworkAttachmentDefinitionsGetter, inf cache.SharedIndexInformer, wait time.Duration, m *metrics) *nadlookup.Lookup {
 	return &nadlookup.Lookup{
-		Cache:      inf.Lister(),
+		Cache:      nadlisters.NewNetworkAttachmentDefinitionLister(inf.GetIndexer()),
 		Live:       nadlookup.LiveGet(client),
-		Synced:     inf.Informer().HasSynced,
+		Synced:     inf.HasSynced,
 		SyncWait:   wait,
 		OnLive:     m.NADLiveLookup,
 		OnSyncWait: m.NADSyncWait,
 	}
+}
+
+// newNADInformer is the NAD informer of all namespaces, without resync, on
+// client (not started). A client implementing
+// IsWatchListSemanticsUnSupported (a fake) is listed, then watched.
+func newNADInformer(client nadclient.NetworkAttachmentDefinitionsGetter) (cache.SharedIndexInformer, error) {
+	inf, err := kube.NewInformer[*nadv1.NetworkAttachmentDefinitionList](client.NetworkAttachmentDefinitions(metav1.NamespaceAll),
+		&nadv1.NetworkAttachmentDefinition{}, kube.InformerOptions{Transform: trimNAD, Client: client})
+	if err != nil {
+		return nil, fmt.Errorf("NAD informer: %w", err)
+	}
+	return inf, nil
+}
+
+// trimNAD is the NAD informer's transform: it drops managedFields, which
+// nothing of multinetd reads.
+func trimNAD(obj any) (any, error) {
+	if nad, ok := obj.(*nadv1.NetworkAttachmentDefinition); ok {
+		nad.ManagedFields = nil
+	}
+	return obj, nil
 }
 
 // auxiliaryChainFunc loads the auxiliary chain from its sub-directory of

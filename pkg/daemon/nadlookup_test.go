@@ -16,7 +16,6 @@ import (
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
 	"github.com/multinet/multinet/pkg/client/clientset/versioned"
 	nadclient "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/k8s.cni.cncf.io/v1"
-	nadinformers "github.com/multinet/multinet/pkg/client/informers/externalversions"
 	"github.com/multinet/multinet/pkg/nadlookup"
 )
 
@@ -49,7 +48,7 @@ func (g lagGroup) NetworkAttachmentDefinitions(ns string) nadclient.NetworkAttac
 }
 
 // IsWatchListSemanticsUnSupported: the informer lists, then watches.
-func (*lagAPI) IsWatchListSemanticsUnSupported() bool { return true }
+func (lagGroup) IsWatchListSemanticsUnSupported() bool { return true }
 
 func (f *lagAPI) getCount() int {
 	f.mu.Lock()
@@ -99,14 +98,20 @@ func testNAD(ns, name string) *nadv1.NetworkAttachmentDefinition {
 // the lookup Run gives the engine (nadLookup), with its metrics.
 func startLookup(t *testing.T, api *lagAPI, wait time.Duration) (*nadlookup.Lookup, cache.SharedIndexInformer, *metrics) {
 	t.Helper()
-	factory := nadinformers.NewSharedInformerFactory(api, 0)
-	inf := factory.K8sCniCncfIo().V1().NetworkAttachmentDefinitions()
-	informer := inf.Informer() // before Start: the factory starts the informers asked for
+	client := api.K8sCniCncfIoV1()
+	informer, err := newNADInformer(client)
+	if err != nil {
+		t.Fatal(err)
+	}
 	m := newMetrics()
 	ctx, cancel := context.WithCancel(context.Background())
-	factory.StartWithContext(ctx)
-	t.Cleanup(func() { cancel(); factory.Shutdown() })
-	return nadLookup(api.K8sCniCncfIoV1(), inf, wait, m), informer, m
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		informer.RunWithContext(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return nadLookup(client, informer, wait, m), informer, m
 }
 
 func waitSynced(t *testing.T, inf cache.SharedIndexInformer) {

@@ -14,8 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/multinet/multinet/internal/apiservertest"
+	corev1client "github.com/multinet/multinet/pkg/client/clientset/kubernetes/typed/core/v1"
+	resourcev1client "github.com/multinet/multinet/pkg/client/clientset/kubernetes/typed/resource/v1"
 )
 
 func TestMain(m *testing.M) { os.Exit(apiservertest.Main(m)) }
@@ -79,7 +82,7 @@ func TestDevice(t *testing.T) {
 	srv := apiservertest.Shared(t)
 	kc := kubernetes.NewForConfigOrDie(srv.Config())
 	pod, claim := fixture(t, kc, "node-d", "dra-device")
-	c := New(kc.CoreV1(), kc.ResourceV1(), "node-d")
+	c := newClient(t, srv.Config(), "node-d")
 	ctx := context.Background()
 	stale := pod.DeepCopy()
 	stale.Status.ResourceClaimStatuses = nil
@@ -114,7 +117,7 @@ func TestStatus(t *testing.T) {
 	srv := apiservertest.Shared(t)
 	kc := kubernetes.NewForConfigOrDie(srv.Config())
 	pod, _ := fixture(t, kc, "node-s", "dra-status")
-	c := New(kc.CoreV1(), kc.ResourceV1(), "node-s")
+	c := newClient(t, srv.Config(), "node-s")
 	ctx := context.Background()
 	d, err := c.Device(ctx, pod, "multinet-net-1", "example.com/dra")
 	if err != nil {
@@ -188,3 +191,18 @@ func TestNetworkData(t *testing.T) {
 // testDriver is multinet's driver name (dra.DefaultDriverName; pkg/dra
 // imports this package).
 const testDriver = "dra.multinet.io"
+
+// newClient is New on the typed clients multinetd uses
+// (pkg/client/clientset/kubernetes), made from cfg.
+func newClient(t *testing.T, cfg *rest.Config, node string) *Client {
+	t.Helper()
+	pods, err := corev1client.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resource, err := resourcev1client.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(pods, resource, node)
+}

@@ -10,8 +10,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	ipamv1 "github.com/multinet/multinet/api/ipam.multinet.io/v1alpha1"
-	"github.com/multinet/multinet/pkg/client/clientset/versioned"
-	"github.com/multinet/multinet/pkg/client/informers/externalversions"
+	ipamclient "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/ipam.multinet.io/v1alpha1"
+	"github.com/multinet/multinet/pkg/kube"
 )
 
 // Indexes of the Cache.
@@ -38,8 +38,9 @@ const pendingTTL = 10 * time.Minute
 // remembered until the informer shows them, so that the lag never hides
 // its own creates.
 type Cache struct {
-	factory  externalversions.SharedInformerFactory
 	informer cache.SharedIndexInformer
+	// stopped is closed when the informer started by Start has stopped.
+	stopped chan struct{}
 
 	mu sync.Mutex
 	// pending are this process's creates the informer has not shown yet,
@@ -52,17 +53,20 @@ type pendingCreate struct {
 	at  time.Time
 }
 
-// NewCache builds (but does not start) the informer.
-func NewCache(client versioned.Interface) (*Cache, error) {
-	f := externalversions.NewSharedInformerFactory(client, 0)
-	inf := f.IPAM().V1alpha1().IPAllocations().Informer()
-	if err := inf.SetTransform(func(obj any) (any, error) {
-		if o, ok := obj.(*ipamv1.IPAllocation); ok {
-			o.ManagedFields = nil
-		}
-		return obj, nil
-	}); err != nil {
-		return nil, fmt.Errorf("multinet-ipam cache: transform: %w", err)
+// NewCache builds (but does not start) the informer on client (the typed
+// ipam.multinet.io client: Allocator.IPAM). Errors: the informer's
+// transform, indexers or handler cannot be set.
+func NewCache(client ipamclient.IPAllocationsGetter) (*Cache, error) {
+	inf, err := kube.NewInformer[*ipamv1.IPAllocationList](client.IPAllocations(), &ipamv1.IPAllocation{}, kube.InformerOptions{
+		Transform: func(obj any) (any, error) {
+			if o, ok := obj.(*ipamv1.IPAllocation); ok {
+				o.ManagedFields = nil
+			}
+			return obj, nil
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("multinet-ipam cache: %w", err)
 	}
 	if err := inf.AddIndexers(cache.Indexers{
 		IndexClaimUID: func(obj any) ([]string, error) {
@@ -80,7 +84,7 @@ func NewCache(client versioned.Interface) (*Cache, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("multinet-ipam cache: indexer: %w", err)
 	}
-	c := &Cache{factory: f, informer: inf, pending: map[string]pendingCreate{}}
+	c := &Cache{informer: inf, stopped: make(chan struct{}), pending: map[string]pendingCreate{}}
 	// The store is updated before handlers are told: once a create is
 	// shown here, ByAttachment finds it in the store.
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -134,7 +138,12 @@ func (c *Cache) forget(name string, uid types.UID) {
 }
 
 // Start runs the informer until ctx ends.
-func (c *Cache) Start(ctx context.Context) { c.factory.StartWithContext(ctx) }
+func (c *Cache) Start(ctx context.Context) {
+	go func() {
+		defer close(c.stopped)
+		c.informer.RunWithContext(ctx)
+	}()
+}
 
 // WaitForSync waits for the first list, at most d.
 func (c *Cache) WaitForSync(ctx context.Context, d time.Duration) bool {

@@ -13,7 +13,7 @@ import (
 // what happens after (an informer lagging without end).
 func (e *env) frozenCache(t *testing.T) *Cache {
 	t.Helper()
-	c, err := NewCache(versioned.NewForConfigOrDie(e.cfg))
+	c, err := NewCache(versioned.NewForConfigOrDie(e.cfg).IPAMV1alpha1())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +23,7 @@ func (e *env) frozenCache(t *testing.T) *Cache {
 		t.Fatal("IPAllocation cache did not sync")
 	}
 	cancel()
-	c.factory.Shutdown() // waits for the informer to stop
+	<-c.stopped // the informer has stopped
 	if !c.HasSynced() {
 		t.Fatal("a stopped cache no longer reports synced")
 	}
@@ -66,7 +66,7 @@ func TestAllocateRequestsWithCache(t *testing.T) {
 		t.Errorf("dual-stack ADD with a synced cache: %d requests, want 2 (the creates)", n)
 	}
 
-	unsynced, err := NewCache(versioned.NewForConfigOrDie(e.cfg)) // never started
+	unsynced, err := NewCache(versioned.NewForConfigOrDie(e.cfg).IPAMV1alpha1()) // never started
 	if err != nil {
 		t.Fatal(err)
 	}

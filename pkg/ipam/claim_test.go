@@ -178,7 +178,7 @@ func TestClaimDeletionReleases(t *testing.T) {
 	pool := name(t, "p")
 	cfg := config(t, pool, `"ranges":[[{"subnet":"10.33.0.0/24"}],[{"subnet":"fd33::/64"}]]`)
 	a := e.allocator(t, "node-a", false, nil)
-	owners := LiveOwners{Pods: e.kube.CoreV1(), Claims: e.cs.K8sCniCncfIoV1alpha1()}
+	owners := LiveOwners{Pods: e.pods, Claims: e.cs.K8sCniCncfIoV1alpha1()}
 	claims := map[string]*v1alpha1.IPAMClaim{}
 	for _, c := range []string{"kept", "by-event", "by-reconcile"} {
 		claims[c] = e.claim(ns, c)

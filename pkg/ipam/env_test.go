@@ -23,6 +23,7 @@ import (
 	ipamv1 "github.com/multinet/multinet/api/ipam.multinet.io/v1alpha1"
 	claimv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1alpha1"
 	"github.com/multinet/multinet/internal/apiservertest"
+	corev1client "github.com/multinet/multinet/pkg/client/clientset/kubernetes/typed/core/v1"
 	"github.com/multinet/multinet/pkg/client/clientset/versioned"
 )
 
@@ -34,12 +35,14 @@ type env struct {
 	cfg  *rest.Config
 	cs   versioned.Interface
 	kube kubernetes.Interface
+	// pods is the typed client multinetd reads pods with.
+	pods corev1client.PodsGetter
 }
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	cfg := apiservertest.Shared(t).Config()
-	return &env{t: t, cfg: cfg, cs: versioned.NewForConfigOrDie(cfg), kube: kubernetes.NewForConfigOrDie(cfg)}
+	return &env{t: t, cfg: cfg, cs: versioned.NewForConfigOrDie(cfg), kube: kubernetes.NewForConfigOrDie(cfg), pods: corev1client.NewForConfigOrDie(cfg)}
 }
 
 // requestCounter counts the HTTP requests of the clients built from a
@@ -72,7 +75,7 @@ func (e *env) allocator(t testing.TB, node string, cached bool, rc *requestCount
 	cs := versioned.NewForConfigOrDie(cfg)
 	a := &Allocator{IPAM: cs.IPAMV1alpha1(), Claims: cs.K8sCniCncfIoV1alpha1(), Node: node}
 	if cached {
-		c, err := NewCache(versioned.NewForConfigOrDie(e.cfg))
+		c, err := NewCache(versioned.NewForConfigOrDie(e.cfg).IPAMV1alpha1())
 		if err != nil {
 			t.Fatal(err)
 		}

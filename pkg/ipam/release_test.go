@@ -109,7 +109,7 @@ func TestReconcileGonePods(t *testing.T) {
 		}
 	}
 	e.pod(ns, "recreated")
-	owners := LiveOwners{Pods: e.kube.CoreV1(), Claims: e.cs.K8sCniCncfIoV1alpha1()}
+	owners := LiveOwners{Pods: e.pods, Claims: e.cs.K8sCniCncfIoV1alpha1()}
 
 	// Node A's pass leaves node B's allocations alone.
 	e.syncWatchCache(pool)

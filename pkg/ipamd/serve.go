@@ -11,15 +11,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	claimv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1alpha1"
-	"github.com/multinet/multinet/pkg/client/clientset/versioned"
-	"github.com/multinet/multinet/pkg/client/informers/externalversions"
+	corev1client "github.com/multinet/multinet/pkg/client/clientset/kubernetes/typed/core/v1"
+	ipamclient "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/ipam.multinet.io/v1alpha1"
+	claimclient "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/k8s.cni.cncf.io/v1alpha1"
 	claimlisters "github.com/multinet/multinet/pkg/client/listers/k8s.cni.cncf.io/v1alpha1"
 	"github.com/multinet/multinet/pkg/cniserver"
 	"github.com/multinet/multinet/pkg/ipam"
@@ -88,14 +88,25 @@ func Start(ctx context.Context, opts Options) (*Service, error) {
 	if opts.Node == "" {
 		return nil, errors.New("multinet-ipam: node name is empty")
 	}
-	cs, err := versioned.NewForConfig(allocationConfig(opts.Config))
+	// The typed clients of the groups used, not the generated clientset,
+	// whose discovery client links every Kubernetes API group (issue 14).
+	alloc := allocationConfig(opts.Config)
+	ipc, err := ipamclient.NewForConfig(alloc)
+	if err != nil {
+		return nil, fmt.Errorf("multinet-ipam: client: %w", err)
+	}
+	cc, err := claimclient.NewForConfig(alloc)
 	if err != nil {
 		return nil, fmt.Errorf("multinet-ipam: client: %w", err)
 	}
 	// The background work (claims' releases, reconcile) keeps the
 	// configuration's rate limit: many claims deleted at once must not
 	// become as many bursts of requests.
-	bg, err := versioned.NewForConfig(opts.Config)
+	bgIPAM, err := ipamclient.NewForConfig(opts.Config)
+	if err != nil {
+		return nil, fmt.Errorf("multinet-ipam: client: %w", err)
+	}
+	bgClaims, err := claimclient.NewForConfig(opts.Config)
 	if err != nil {
 		return nil, fmt.Errorf("multinet-ipam: client: %w", err)
 	}
@@ -107,19 +118,21 @@ func Start(ctx context.Context, opts Options) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("multinet-ipam: metadata client: %w", err)
 	}
-	c, err := ipam.NewCache(cs)
+	c, err := ipam.NewCache(ipc)
 	if err != nil {
 		return nil, err
 	}
 	m := newMetrics(opts.Registerer)
-	a := &ipam.Allocator{IPAM: cs.IPAMV1alpha1(), Claims: cs.K8sCniCncfIoV1alpha1(), Node: opts.Node, Cache: c, OnConflict: m.conflicts.Inc}
-	claims := externalversions.NewSharedInformerFactory(cs, 0)
-	claimInf := claims.K8sCniCncfIo().V1alpha1().IPAMClaims()
+	a := &ipam.Allocator{IPAM: ipc, Claims: cc, Node: opts.Node, Cache: c, OnConflict: m.conflicts.Inc}
+	claimInf, err := kube.NewInformer[*claimv1.IPAMClaimList](cc.IPAMClaims(metav1.NamespaceAll), &claimv1.IPAMClaim{}, kube.InformerOptions{Transform: trimClaim})
+	if err != nil {
+		return nil, fmt.Errorf("multinet-ipam: IPAMClaim informer: %w", err)
+	}
 
 	runCtx, cancel := context.WithCancel(ctx)
 	s := &Service{allocator: a, done: make(chan struct{}), cancel: cancel, serveErr: make(chan error, 1),
-		background: &ipam.Allocator{IPAM: bg.IPAMV1alpha1(), Claims: bg.K8sCniCncfIoV1alpha1(), Node: opts.Node, Cache: c}}
-	if _, err := claimInf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		background: &ipam.Allocator{IPAM: bgIPAM, Claims: bgClaims, Node: opts.Node, Cache: c}}
+	if _, err := claimInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		DeleteFunc: func(obj any) { s.claimDeleted(runCtx, obj, m) },
 	}); err != nil {
 		cancel()
@@ -133,11 +146,11 @@ func Start(ctx context.Context, opts Options) (*Service, error) {
 	h := &Handler{Allocator: a, Pods: opts.Pods, GCMinAge: opts.GCMinAge}
 	s.server = cniserver.New(&observed{h: h, m: m}, opts.Server)
 	c.Start(runCtx)
-	claims.StartWithContext(runCtx)
+	go claimInf.RunWithContext(runCtx)
 	go func() { s.serveErr <- s.server.Serve(l) }()
 	s.owners = &snapshotOwners{
-		meta: mc, claims: claimInf.Lister(),
-		live: ipam.LiveOwners{Pods: kc, Claims: cs.K8sCniCncfIoV1alpha1()},
+		meta: mc, claims: claimlisters.NewIPAMClaimLister(claimInf.GetIndexer()),
+		live: ipam.LiveOwners{Pods: kc, Claims: cc},
 	}
 	go func() {
 		defer close(s.done)
@@ -160,6 +173,15 @@ func allocationConfig(cfg *rest.Config) *rest.Config {
 	c := rest.CopyConfig(cfg)
 	c.QPS, c.Burst, c.RateLimiter = -1, 0, nil
 	return c
+}
+
+// trimClaim is the IPAMClaim informer's transform: the service reads a
+// claim's name, namespace and UID only (a deletion, an owner's existence).
+func trimClaim(obj any) (any, error) {
+	if c, ok := obj.(*claimv1.IPAMClaim); ok {
+		c.ManagedFields = nil
+	}
+	return obj, nil
 }
 
 // Allocator is the service's allocator (tests).

@@ -4,10 +4,13 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/multinet/multinet/pkg/client/clientset/kubernetes/scheme"
+	corev1client "github.com/multinet/multinet/pkg/client/clientset/kubernetes/typed/core/v1"
 )
 
 // Event reasons multinetd uses on pods.
@@ -65,12 +68,13 @@ type Events struct {
 }
 
 // NewEvents starts an event broadcaster that writes to client as component
-// (e.g. "multinetd") on host; client is the typed core/v1 client
-// (kubernetes.Interface.CoreV1() or corev1client.NewForConfig). Call
-// Shutdown when done.
-func NewEvents(ctx context.Context, client typedcorev1.EventsGetter, component, host string) *Events {
+// (e.g. "multinetd") on host; client is the typed core/v1 client of
+// pkg/client/clientset/kubernetes (corev1client.NewForConfig), best one of
+// its own, so that its rate limiter serves Events only. Call Shutdown when
+// done.
+func NewEvents(ctx context.Context, client corev1client.EventsGetter, component, host string) *Events {
 	b := record.NewBroadcaster(record.WithContext(ctx))
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.Events("")})
+	b.StartRecordingToSink(&eventSink{ctx: ctx, client: client})
 	return &Events{
 		broadcaster: b,
 		recorder:    b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component, Host: host}),
@@ -98,4 +102,26 @@ func (e *Events) Shutdown() {
 	if e != nil {
 		e.broadcaster.Shutdown()
 	}
+}
+
+// eventSink writes the broadcaster's Events, each in its own namespace
+// (record.EventSink; client-go's EventSinkImpl needs client-go's own typed
+// client, whose scheme registers every API group).
+type eventSink struct {
+	ctx    context.Context
+	client corev1client.EventsGetter
+}
+
+func (s *eventSink) Create(e *corev1.Event) (*corev1.Event, error) {
+	return s.client.Events(e.Namespace).Create(s.ctx, e, metav1.CreateOptions{})
+}
+
+func (s *eventSink) Update(e *corev1.Event) (*corev1.Event, error) {
+	return s.client.Events(e.Namespace).Update(s.ctx, e, metav1.UpdateOptions{})
+}
+
+// Patch applies the broadcaster's strategic merge patch (a repeated
+// Event's count and last timestamp) to old.
+func (s *eventSink) Patch(old *corev1.Event, data []byte) (*corev1.Event, error) {
+	return s.client.Events(old.Namespace).Patch(s.ctx, old.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{})
 }

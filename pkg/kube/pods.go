@@ -13,10 +13,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
+
+	corev1client "github.com/multinet/multinet/pkg/client/clientset/kubernetes/typed/core/v1"
 )
 
 // PodCache serves pods of one node from a field-selected informer
@@ -41,10 +40,10 @@ type PodCacheOptions struct {
 }
 
 // NewPodCache builds (but does not start) the node-local pod informer on
-// client, the typed core/v1 client (kubernetes.Interface.CoreV1() or
-// corev1client.NewForConfig: no other API group's client or informer is
+// client, the typed core/v1 client of pkg/client/clientset/kubernetes
+// (corev1client.NewForConfig: no other API group's client or informer is
 // linked in). A client that implements IsWatchListSemanticsUnSupported
-// (client-go's fakes) is used without watch-list streaming. Errors: empty
+// (the fake clientset) is used without watch-list streaming. Errors: empty
 // NodeName.
 func NewPodCache(client corev1client.PodsGetter, opts PodCacheOptions) (*PodCache, error) {
 	if opts.NodeName == "" {
@@ -53,24 +52,14 @@ func NewPodCache(client corev1client.PodsGetter, opts PodCacheOptions) (*PodCach
 	if opts.Wait == 0 {
 		opts.Wait = 500 * time.Millisecond
 	}
-	selector := fields.OneTermEqualSelector("spec.nodeName", opts.NodeName).String()
-	pods := client.Pods(metav1.NamespaceAll)
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) {
-			lo.FieldSelector = selector
-			return pods.List(ctx, lo)
-		},
-		WatchFuncWithContext: func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) {
-			lo.FieldSelector = selector
-			return pods.Watch(ctx, lo)
-		},
-	}
-	// A client that says it cannot stream the initial list (a fake's
-	// IsWatchListSemanticsUnSupported) is listed, then watched.
-	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, client), &corev1.Pod{}, opts.Resync,
-		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	if err := inf.SetTransform(TrimPod); err != nil {
-		return nil, fmt.Errorf("pod cache: set transform: %w", err)
+	inf, err := NewInformer[*corev1.PodList](client.Pods(metav1.NamespaceAll), &corev1.Pod{}, InformerOptions{
+		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", opts.NodeName).String(),
+		Transform:     TrimPod,
+		Resync:        opts.Resync,
+		Client:        client,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pod cache: %w", err)
 	}
 	return &PodCache{client: client, informer: inf, wait: opts.Wait}, nil
 }

@@ -11,7 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/multinet/multinet/pkg/client/clientset/kubernetes/fake"
 )
 
 // benchPod is a pod as a node's pod cache holds one: a Deployment's pod
@@ -66,7 +67,7 @@ func benchPod(i int) *corev1.Pod {
 func BenchmarkPodCacheBytesPerPod(b *testing.B) {
 	const n = 1000
 	for b.Loop() {
-		cs := fake.NewClientset()
+		cs := fake.NewSimpleClientset()
 		for i := range n {
 			if err := cs.Tracker().Add(benchPod(i)); err != nil {
 				b.Fatal(err)

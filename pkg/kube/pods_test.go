@@ -8,8 +8,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/multinet/multinet/pkg/client/clientset/kubernetes/fake"
+	corev1client "github.com/multinet/multinet/pkg/client/clientset/kubernetes/typed/core/v1"
 )
 
 // A static pod's sandbox carries the static pod's UID; the API holds its
@@ -20,7 +21,7 @@ func TestPodCacheGetMirrorPod(t *testing.T) {
 		Annotations: map[string]string{corev1.MirrorPodAnnotationKey: "static-uid", "kubernetes.io/config.source": "file"},
 	}, Spec: corev1.PodSpec{NodeName: "node1"}}
 	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "uid-2"}, Spec: corev1.PodSpec{NodeName: "node1"}}
-	c, err := NewPodCache(fakePods(fake.NewClientset(mirror, other)), PodCacheOptions{NodeName: "node1", Wait: 20 * time.Millisecond})
+	c, err := NewPodCache(fakePods(fake.NewSimpleClientset(mirror, other)), PodCacheOptions{NodeName: "node1", Wait: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

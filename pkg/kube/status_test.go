@@ -12,8 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/multinet/multinet/pkg/client/clientset/kubernetes/fake"
 )
 
 // PatchAnnotation tells a pod that is gone (deleted: NotFound; re-created
@@ -37,7 +38,7 @@ func TestPatchAnnotation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			client := fake.NewClientset(pod.DeepCopy())
+			client := fake.NewSimpleClientset(pod.DeepCopy())
 			var calls atomic.Int32
 			client.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 				calls.Add(1)
@@ -65,7 +66,7 @@ func TestPatchAnnotation(t *testing.T) {
 // OnDelete reports every deleted pod with its UID.
 func TestPodCacheOnDelete(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "web", UID: "uid-1"}, Spec: corev1.PodSpec{NodeName: "node1"}}
-	client := fake.NewClientset(pod)
+	client := fake.NewSimpleClientset(pod)
 	c, err := NewPodCache(fakePods(client), PodCacheOptions{NodeName: "node1"})
 	if err != nil {
 		t.Fatal(err)
