@@ -118,9 +118,14 @@ func encodeFrame(v any, limit int) ([]byte, error) {
 	return frame, nil
 }
 
-// readFrame reads one frame whose body must be 1..limit bytes. The body buffer
-// grows with the bytes actually received, so a peer that announces a large
-// frame and stalls does not pin limit bytes of memory.
+// smallFrame is the largest body readFrame reads into a buffer of the
+// announced size at once; a CNI request or result is a few KiB.
+const smallFrame = 64 << 10
+
+// readFrame reads one frame whose body must be 1..limit bytes. A body of up
+// to smallFrame bytes is read into one buffer of its size; a larger one into
+// a buffer that grows with the bytes actually received, so a peer that
+// announces a large frame and stalls does not pin limit bytes of memory.
 func readFrame(rd io.Reader, limit int) ([]byte, error) {
 	var hdr [headerSize]byte
 	if _, err := io.ReadFull(rd, hdr[:]); err != nil {
@@ -133,10 +138,20 @@ func readFrame(rd io.Reader, limit int) ([]byte, error) {
 	if uint64(n) > uint64(limit) {
 		return nil, fmt.Errorf("length prefix %d: %w (%d bytes)", n, ErrFrameTooLarge, limit)
 	}
-	var body bytes.Buffer
-	if n <= 64<<10 {
-		body.Grow(int(n))
+	if n <= smallFrame {
+		// io.ReadFull, not bytes.Buffer.ReadFrom: the latter grows a full
+		// buffer once more (by bytes.MinRead) before it sees the end.
+		body := make([]byte, n)
+		got, err := io.ReadFull(rd, body)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, fmt.Errorf("body (%d of %d bytes): %w", got, n, err)
+		}
+		return body, nil
 	}
+	var body bytes.Buffer
 	got, err := io.CopyN(&body, rd, int64(n))
 	if err != nil {
 		if errors.Is(err, io.EOF) {
