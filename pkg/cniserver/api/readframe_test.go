@@ -10,7 +10,7 @@ import (
 // its size: two allocations (the 4-byte length prefix, which escapes into
 // the reader, and the body), no regrowth of a buffer already full (a
 // bytes.Buffer read took 5).
-func TestReadFrameSmallBodyOneAllocation(t *testing.T) {
+func TestReadFrameSmallBodyOneBuffer(t *testing.T) {
 	body := bytes.Repeat([]byte("x"), 3000)
 	frame := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
 	frame = append(frame, body...)
