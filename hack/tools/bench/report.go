@@ -234,7 +234,12 @@ func (r *results) markdown() string {
 		for _, c := range r.conc {
 			maxConc = max(maxConc, c.n)
 		}
-		row(fmt.Sprintf("multinetd memory cgroup peak (since its start; bursts up to %d concurrent ADDs)", maxConc),
+		since := "since its start"
+		if len(r.limits) > 0 {
+			// limitMemory reset the peak.
+			since = fmt.Sprintf("since the reset before the %d-concurrent bursts under the limit", r.limits[0].n)
+		}
+		row(fmt.Sprintf("multinetd memory cgroup peak (%s; bursts up to %d concurrent ADDs, then the later phases)", since, maxConc),
 			mib(r.cgroupPeak)+" ("+lim+")", "", "", "150 concurrent within 64 MiB")
 	}
 	row("daemon peak RSS (VmHWM, since start)", mib(r.rssPeak), "", r.multusCell(func() string { return mib(r.multusRSSPeak) }, ""), "")
