@@ -8,6 +8,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -64,13 +66,65 @@ func NewPodCache(client corev1client.PodsGetter, opts PodCacheOptions) (*PodCach
 	return &PodCache{client: client, informer: inf, wait: opts.Wait}, nil
 }
 
-// TrimPod is the pod informer's transform: it keeps only what the daemon
-// reads, dropping managedFields to save memory. Other objects pass unchanged.
+// TrimPod is the pod informer's transform: it replaces a pod by a copy of
+// what multinetd reads (issue 14: the cache's memory), dropping the rest
+// (managedFields, the kubectl last-applied-configuration annotation, most of
+// spec and status):
+//
+//   - metadata: name, namespace, UID, resourceVersion, generation,
+//     annotations, deletionTimestamp and grace period (the network
+//     selection, network-status, the mirror pod's UID; Events' reference);
+//   - spec: nodeName, hostNetwork, resourceClaims, and the containers that
+//     request or limit an extended resource (a name with a "/": the device
+//     resources of podnetworks.PodRequest), with their name and those
+//     resources only;
+//   - status: phase and resourceClaimStatuses (hot-plug, DRA).
+//
+// Code that needs more reads the pod from the API server. Other objects
+// pass unchanged.
 func TrimPod(obj any) (any, error) {
-	if p, ok := obj.(*corev1.Pod); ok {
-		p.ManagedFields = nil
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
 	}
-	return obj, nil
+	t := &corev1.Pod{
+		TypeMeta: p.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion,
+			Generation: p.Generation, Annotations: p.Annotations,
+			DeletionTimestamp: p.DeletionTimestamp, DeletionGracePeriodSeconds: p.DeletionGracePeriodSeconds,
+		},
+		Spec: corev1.PodSpec{
+			NodeName: p.Spec.NodeName, HostNetwork: p.Spec.HostNetwork, ResourceClaims: p.Spec.ResourceClaims,
+		},
+		Status: corev1.PodStatus{Phase: p.Status.Phase, ResourceClaimStatuses: p.Status.ResourceClaimStatuses},
+	}
+	if _, ok := t.Annotations[corev1.LastAppliedConfigAnnotation]; ok {
+		t.Annotations = maps.Clone(t.Annotations)
+		delete(t.Annotations, corev1.LastAppliedConfigAnnotation)
+	}
+	for _, c := range p.Spec.Containers {
+		req, lim := extended(c.Resources.Requests), extended(c.Resources.Limits)
+		if req != nil || lim != nil {
+			t.Spec.Containers = append(t.Spec.Containers, corev1.Container{Name: c.Name, Resources: corev1.ResourceRequirements{Requests: req, Limits: lim}})
+		}
+	}
+	return t, nil
+}
+
+// extended returns the extended resources of l (names with a "/", e.g.
+// example.com/sriov; not cpu, memory, hugepages-*), nil when none.
+func extended(l corev1.ResourceList) corev1.ResourceList {
+	var out corev1.ResourceList
+	for name, q := range l {
+		if strings.Contains(string(name), "/") {
+			if out == nil {
+				out = corev1.ResourceList{}
+			}
+			out[name] = q
+		}
+	}
+	return out
 }
 
 // OnDelete calls f with the namespace, name and UID of every pod the

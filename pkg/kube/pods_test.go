@@ -3,14 +3,18 @@ package kube
 import (
 	"context"
 	"errors"
+	"maps"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/multinet/multinet/pkg/client/clientset/kubernetes/fake"
 	corev1client "github.com/multinet/multinet/pkg/client/clientset/kubernetes/typed/core/v1"
+	"github.com/multinet/multinet/pkg/podnetworks"
 )
 
 // A static pod's sandbox carries the static pod's UID; the API holds its
@@ -58,4 +62,60 @@ func fakePods(cs *fake.Clientset) interface {
 		corev1client.PodsGetter
 		*fake.Clientset
 	}{cs.CoreV1(), cs}
+}
+
+// The pod cache's transform keeps what multinetd reads of a pod (the
+// network selection and network-status annotations, the mirror pod's UID,
+// hostNetwork, phase, deletion, resource claims, the containers' device
+// requests) and drops the rest (issue 14: BenchmarkPodCacheBytesPerPod).
+func TestTrimPodKeepsWhatMultinetdReads(t *testing.T) {
+	claim := "web-claim-x7"
+	full := benchPod(1)
+	full.Annotations[corev1.LastAppliedConfigAnnotation] = `{"kind":"Pod"}`
+	full.Annotations[corev1.MirrorPodAnnotationKey] = "static-uid"
+	full.Generation = 3
+	full.DeletionTimestamp = &metav1.Time{}
+	full.Spec.HostNetwork = true
+	full.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "nic", ResourceClaimTemplateName: &claim}}
+	full.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: "nic", ResourceClaimName: &claim}}
+	sriov := corev1.ResourceName("example.com/sriov")
+	full.Spec.Containers = append(full.Spec.Containers,
+		corev1.Container{Name: "a", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{sriov: resource.MustParse("1"), corev1.ResourceCPU: resource.MustParse("1")}}},
+		corev1.Container{Name: "b", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{sriov: resource.MustParse("2")}}})
+	orig := full.DeepCopy()
+
+	obj, err := TrimPod(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := obj.(*corev1.Pod)
+	if !equality.Semantic.DeepEqual(full, orig) {
+		t.Error("TrimPod changed the pod it was given")
+	}
+	wantAnn := maps.Clone(orig.Annotations)
+	delete(wantAnn, corev1.LastAppliedConfigAnnotation)
+	want := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: orig.Namespace, Name: orig.Name, UID: orig.UID, Generation: 3, Annotations: wantAnn, DeletionTimestamp: orig.DeletionTimestamp},
+		Spec: corev1.PodSpec{NodeName: "node1", HostNetwork: true, ResourceClaims: orig.Spec.ResourceClaims, Containers: []corev1.Container{
+			{Name: "a", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{sriov: resource.MustParse("1")}}},
+			{Name: "b", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{sriov: resource.MustParse("2")}}},
+		}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, ResourceClaimStatuses: orig.Status.ResourceClaimStatuses},
+	}
+	if !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("TrimPod =\n%+v\nwant\n%+v", got, want)
+	}
+	// The device requests read from the trimmed pod are the full pod's.
+	for _, name := range []corev1.ResourceName{sriov, "example.com/other"} {
+		if g, w := podnetworks.PodRequest(got, name), podnetworks.PodRequest(orig, name); g != w {
+			t.Errorf("PodRequest(%s) = %d on the cached pod, %d on the pod", name, g, w)
+		}
+	}
+	if !IsRuntimePod(got, "static-uid") {
+		t.Error("the cached mirror pod is not its static pod's")
+	}
+	svc := &corev1.Service{}
+	if o, _ := TrimPod(svc); o != any(svc) {
+		t.Error("TrimPod replaced an object that is not a pod")
+	}
 }
