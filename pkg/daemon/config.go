@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -108,7 +109,8 @@ type Config struct {
 	MetricsAddress string `json:"metricsAddress,omitempty"`
 	// MaxInFlight bounds the ADDs run at once, and is the part of the
 	// concurrency slots any CNI operation may use; more wait (bounded by
-	// their deadline).
+	// their deadline). Default: DefaultMaxInFlight(runtime.GOMAXPROCS(0)),
+	// 32 on a 2-CPU node.
 	MaxInFlight int `json:"maxInFlight,omitempty"`
 	// ReservedInFlight are further slots only DEL, CHECK, GC and STATUS
 	// use, so that ADDs (hung delegates) never take all the capacity.
@@ -191,6 +193,33 @@ type Config struct {
 // IPAMOff as ipamSocketPath turns multinet-ipam off.
 const IPAMOff = "none"
 
+// Slot pool sizing (maxInFlight's default), measured on the local cluster
+// (2 CPUs, deployed multinetd, docs/bench.md "Slot pool and CPU request",
+// docs/decisions/daemon-resources.md): with 4, 8 and 16 slots a burst of 50
+// concurrent ADDs waited 1.8-2.3 s per ADD for a slot and took 1.34-2.09×
+// the direct delegates' wall time; with 32 the wait was 0.8 s and 50 and 150
+// concurrent ADDs took 1.04× and 1.16×. The work of an ADD is mostly its
+// delegates' processes, which run outside the daemon and wait on the kernel
+// and on each other as much as on a CPU, so a slot per CPU leaves the CPUs
+// idle; more slots than about 16 per CPU only queue them in the kernel's run
+// queue instead of multinetd's.
+const (
+	// MaxInFlightPerCPU is the default number of ADD slots per CPU the
+	// daemon may use.
+	MaxInFlightPerCPU = 16
+	// MinMaxInFlight is the smallest default maxInFlight (one CPU or a
+	// CPU limit below one).
+	MinMaxInFlight = 16
+)
+
+// DefaultMaxInFlight returns maxInFlight's default for a daemon that may
+// run procs threads at once (runtime.GOMAXPROCS(0): the CPUs it may use,
+// lower under a CPU limit): MaxInFlightPerCPU × procs, at least
+// MinMaxInFlight (also for procs < 1).
+func DefaultMaxInFlight(procs int) int {
+	return max(MinMaxInFlight, MaxInFlightPerCPU*procs)
+}
+
 // Defaults returns the configuration used for fields left empty.
 func Defaults() Config {
 	return Config{
@@ -202,7 +231,7 @@ func Defaults() Config {
 		DevInfoRoot:           devinfo.DefaultRoot,
 		PodResourcesSocket:    "/var/lib/kubelet/pod-resources/kubelet.sock",
 		MetricsAddress:        "127.0.0.1:9390",
-		MaxInFlight:           16,
+		MaxInFlight:           DefaultMaxInFlight(runtime.GOMAXPROCS(0)),
 		ReservedInFlight:      4,
 		DelegateTimeout:       Duration{60 * time.Second},
 		DelegateSlotTimeout:   Duration{10 * time.Second},

@@ -25,7 +25,7 @@ func TestConfigHungDelegateKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.ReservedInFlight != 2 || c.DelegateSlotTimeout.Duration != 3*time.Second || c.TeardownGrace.Duration != time.Second || c.MaxInFlight != 16 {
+	if c.ReservedInFlight != 2 || c.DelegateSlotTimeout.Duration != 3*time.Second || c.TeardownGrace.Duration != time.Second || c.MaxInFlight != Defaults().MaxInFlight {
 		t.Errorf("loaded %+v", c)
 	}
 

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -260,4 +261,40 @@ func wantErr(t *testing.T, err error, want string) bool {
 		t.Fatalf("error = %v, want one containing %q", err, want)
 	}
 	return want != ""
+}
+
+// maxInFlight's default is MaxInFlightPerCPU slots per CPU the daemon may
+// use (GOMAXPROCS, which follows a CPU limit), never fewer than
+// MinMaxInFlight: 32 on the measured 2-CPU node (docs/bench.md "Slot pool
+// and CPU request").
+func TestDefaultMaxInFlight(t *testing.T) {
+	for _, tt := range []struct{ procs, want int }{
+		{procs: -1, want: 16}, {procs: 0, want: 16}, {procs: 1, want: 16},
+		{procs: 2, want: 32}, {procs: 4, want: 64}, {procs: 64, want: 1024},
+	} {
+		if got := DefaultMaxInFlight(tt.procs); got != tt.want {
+			t.Errorf("DefaultMaxInFlight(%d) = %d, want %d", tt.procs, got, tt.want)
+		}
+	}
+
+	prev := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
+	for _, procs := range []int{1, 2, 3} {
+		runtime.GOMAXPROCS(procs)
+		c, err := LoadConfig("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := DefaultMaxInFlight(procs); c.MaxInFlight != want || Defaults().MaxInFlight != want {
+			t.Errorf("GOMAXPROCS %d: loaded maxInFlight %d, Defaults() %d, want %d", procs, c.MaxInFlight, Defaults().MaxInFlight, want)
+		}
+	}
+	runtime.GOMAXPROCS(2)
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte("maxInFlight: 5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := LoadConfig(path); err != nil || c.MaxInFlight != 5 {
+		t.Errorf("maxInFlight: 5 loaded as %d (%v): a configured value wins over the derived default", c.MaxInFlight, err)
+	}
 }

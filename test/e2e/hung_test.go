@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -17,14 +18,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/multinet/multinet/pkg/daemon"
 )
 
 // Issue 10 item 4: hung delegates must not stall the node.
 
 // hungPods is how many pods select the hanging network: more than
-// multinetd's ADD slots (maxInFlight, 16 as deployed), so that before the
-// fix they held every slot.
-const hungPods = 20
+// multinetd's ADD slots (maxInFlight as deployed: its default for the
+// node's CPUs, 32 on 2), so that before the fix they held every slot.
+var hungPods = daemon.DefaultMaxInFlight(runtime.NumCPU()) + 4
 
 // hangingPlugin is a delegate that never answers ADD: it appends its
 // container ID to STARTED and execs a sleep of SLEEP seconds (one process:
