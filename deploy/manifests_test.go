@@ -159,6 +159,10 @@ func container(t *testing.T, spec corev1.PodSpec, name string) corev1.Container 
 	return corev1.Container{}
 }
 
+// multinetdCPURequestFloorMilli is the smallest CPU request (millicores)
+// deploy/README.md "CPU for multinetd" allows multinetd.
+const multinetdCPURequestFloorMilli = 100
+
 func TestMultinetdDaemonSet(t *testing.T) {
 	eachOverlay(t, func(t *testing.T, dir string, o objects) {
 		var ds appsv1.DaemonSet
@@ -188,6 +192,14 @@ func TestMultinetdDaemonSet(t *testing.T) {
 		}
 		if c.Resources.Requests.Memory().IsZero() || c.Resources.Requests.Cpu().IsZero() || c.Resources.Limits.Memory().IsZero() {
 			t.Errorf("resources = %+v, want cpu/memory requests and a memory limit", c.Resources)
+		}
+		// deploy/README.md "CPU for multinetd": the request sets the
+		// container's CPU weight; a CPU limit would throttle pod start-up.
+		if got := c.Resources.Requests.Cpu().MilliValue(); got < multinetdCPURequestFloorMilli {
+			t.Errorf("multinetd CPU request %dm, want at least %dm (deploy/README.md \"CPU for multinetd\")", got, multinetdCPURequestFloorMilli)
+		}
+		if l, ok := c.Resources.Limits[corev1.ResourceCPU]; ok {
+			t.Errorf("multinetd CPU limit %s: want none (CFS quota throttles the CNI on the pod-start path)", l.String())
 		}
 		if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
 			return e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName"
