@@ -12,8 +12,15 @@ import (
 
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/version"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
+	"github.com/multinet/multinet/internal/apiservertest"
 	"github.com/multinet/multinet/internal/cnitest"
+	"github.com/multinet/multinet/pkg/selection"
 	"github.com/multinet/multinet/pkg/state"
 )
 
@@ -147,5 +154,68 @@ func BenchmarkAddOwnWork(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// mergePatcher is a StatusWriter doing what kube.StatusPatcher does in one
+// attempt: a JSON merge PATCH of the pod's status subresource carrying the
+// annotation and the UID precondition.
+type mergePatcher struct{ client kubernetes.Interface }
+
+func (m mergePatcher) PatchAnnotation(ctx context.Context, namespace, name, uid, key, value string) error {
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": uid, "annotations": map[string]string{key: value}}})
+	if err != nil {
+		return err
+	}
+	_, err = m.client.CoreV1().Pods(namespace).Patch(ctx, name, types.MergePatchType, body, metav1.PatchOptions{}, "status")
+	return err
+}
+
+// BenchmarkAddOwnWorkRealAPI is BenchmarkAddOwnWork (records=background)
+// with network-status PATCHed to a real kube-apiserver and etcd
+// (internal/apiservertest): status=sync is multinetd's own work plus the
+// PATCH round trip, status=async its own work alone, the PATCH following
+// after ADD returned (not timed).
+func BenchmarkAddOwnWorkRealAPI(b *testing.B) {
+	srv := apiservertest.Shared(b)
+	admin := kubernetes.NewForConfigOrDie(srv.Config())
+	ctx := context.Background()
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: podNS}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		b.Fatal(err)
+	}
+	for _, async := range []bool{false, true} {
+		st := "sync"
+		if async {
+			st = "async"
+		}
+		b.Run("status="+st, func(b *testing.B) {
+			e := newEnv(b, func(o *Options) {
+				o.Status = mergePatcher{admin}
+				o.AsyncStatus = async
+			})
+			e.exec.Exec = stubDelegate{}
+			e.bridgeNAD("net-a")
+			e.bridgeNAD("net-b")
+			p, err := admin.CoreV1().Pods(podNS).Create(ctx, &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: "bench-" + cnitest.UniqueName(""), Namespace: podNS,
+					Annotations: map[string]string{selection.NetworksAnnotation: "net-a,net-b"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+			}, metav1.CreateOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = admin.CoreV1().Pods(podNS).Delete(ctx, p.Name, metav1.DeleteOptions{}) })
+			e.pods.add(p)
+			id := "ctr-" + cnitest.UniqueName("")
+			for b.Loop() {
+				e.add(id, p)
+				b.StopTimer()
+				if err := e.eng.Wait(ctx); err != nil {
+					b.Fatal(err)
+				}
+				e.del(id, p)
+				b.StartTimer()
+			}
+		})
 	}
 }
