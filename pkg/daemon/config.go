@@ -194,15 +194,19 @@ type Config struct {
 const IPAMOff = "none"
 
 // Slot pool sizing (maxInFlight's default), measured on the local cluster
-// (2 CPUs, deployed multinetd, docs/bench.md "Slot pool and CPU request",
-// docs/decisions/daemon-resources.md): with 4, 8 and 16 slots a burst of 50
-// concurrent ADDs waited 1.8-2.3 s per ADD for a slot and took 1.34-2.09×
-// the direct delegates' wall time; with 32 the wait was 0.8 s and 50 and 150
-// concurrent ADDs took 1.04× and 1.16×. The work of an ADD is mostly its
-// delegates' processes, which run outside the daemon and wait on the kernel
-// and on each other as much as on a CPU, so a slot per CPU leaves the CPUs
-// idle; more slots than about 16 per CPU only queue them in the kernel's run
-// queue instead of multinetd's.
+// (2 CPUs shared with other builds, load average 33-90; deployed multinetd;
+// docs/bench.md "Slot pool and CPU request", docs/decisions/daemon-resources.md):
+// with 4 and 8 slots ADDs queued even at 10 concurrent and bursts of 50 took
+// 1.9-2.1x the direct delegates' wall time; with 256 (no bound) every ADD's
+// delegates ran at once on the 2 CPUs (1.67x at 50, memory peak 36 MiB
+// against 27); 16 and 32 are a plateau, not separated beyond the run-to-run
+// noise (1.0-1.7x at 50): 32 cut the wait for a slot at 50 concurrent
+// (0.7-0.8 s per ADD against 1.1-1.9 s) and the delegates ran that much
+// longer. 16 per CPU puts 2-CPU nodes on that plateau and lets it grow with
+// the CPUs the delegates share. An ADD's work is mostly its
+// delegates' processes, which run outside the daemon and wait on the kernel,
+// the disk and each other as much as on a CPU: a few slots per CPU leave the
+// CPUs idle, and many more only move the queue into the kernel's run queue.
 const (
 	// MaxInFlightPerCPU is the default number of ADD slots per CPU the
 	// daemon may use.
