@@ -122,7 +122,8 @@ func TestHungDelegateDoesNotStallTheNode(t *testing.T) {
 			t.Fatalf("create pod %s: %v", name, err)
 		}
 	}
-	// Wait until the hung ADDs hold every ADD slot (16 as deployed).
+	// Wait until at least 16 hung ADDs hold slots (all of maxInFlight once the
+	// rest of the hungPods start).
 	const adds = 16
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 45*time.Second, true, func(context.Context) (bool, error) {
 		return startedADDs(started) >= adds, nil
