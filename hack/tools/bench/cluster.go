@@ -444,17 +444,6 @@ func cgroupMemory(pid int) (peak, limit int64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	readInt := func(p string) (int64, error) {
-		v, err := os.ReadFile(p)
-		if err != nil {
-			return 0, err
-		}
-		s := strings.TrimSpace(string(v))
-		if s == "max" {
-			return 0, nil
-		}
-		return strconv.ParseInt(s, 10, 64)
-	}
 	for _, line := range strings.Split(string(b), "\n") {
 		parts := strings.SplitN(line, ":", 3)
 		if len(parts) != 3 {
@@ -462,10 +451,10 @@ func cgroupMemory(pid int) (peak, limit int64, err error) {
 		}
 		if parts[1] == "memory" {
 			dir := "/sys/fs/cgroup/memory" + parts[2]
-			if peak, err = readInt(dir + "/memory.max_usage_in_bytes"); err != nil {
+			if peak, err = readCgroupInt(dir + "/memory.max_usage_in_bytes"); err != nil {
 				return 0, 0, err
 			}
-			limit, err = readInt(dir + "/memory.limit_in_bytes")
+			limit, err = readCgroupInt(dir + "/memory.limit_in_bytes")
 			if limit >= 1<<62 {
 				limit = 0
 			}
@@ -475,8 +464,8 @@ func cgroupMemory(pid int) (peak, limit int64, err error) {
 	for _, root := range []string{"/sys/fs/cgroup/unified", "/sys/fs/cgroup"} {
 		for _, line := range strings.Split(string(b), "\n") {
 			if p, ok := strings.CutPrefix(line, "0::"); ok {
-				if peak, err = readInt(root + p + "/memory.peak"); err == nil {
-					limit, err = readInt(root + p + "/memory.max")
+				if peak, err = readCgroupInt(root + p + "/memory.peak"); err == nil {
+					limit, err = readCgroupInt(root + p + "/memory.max")
 					return peak, limit, err
 				}
 			}
