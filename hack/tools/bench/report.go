@@ -98,16 +98,13 @@ type results struct {
 	stubDial         dist
 }
 
-// multusCell is the Multus column: measured in this run when Multus ran
-// (f's result), else issue 4's recorded figure, marked as such.
-func (r *results) multusCell(measured func() string, recorded string) string {
+// multusCell is the Multus column: measured() when Multus ran in this run,
+// else empty (issue 14: the column is measured, never copied).
+func (r *results) multusCell(measured func() string) string {
 	if r.multusPID != 0 {
 		return measured()
 	}
-	if recorded == "" {
-		return ""
-	}
-	return recorded + " (issue 4)"
+	return ""
 }
 
 // ratio formats a/b as "1.23×", "n/a" when b is 0.
@@ -125,13 +122,13 @@ func (r *results) markdown() string {
 		"%d ADD/DEL iterations per path, %d VERSION runs per binary.\n\n",
 		r.node, r.cpus, r.kernel, r.k8s, len(r.addMultinet), len(r.versionShim))
 	fmt.Fprintf(&b, "Runtime config %s; multinetd pid %d.\n\n", r.o.runtimeConf, r.pid)
-	multusHdr := "Multus thick (not measured in this run: figures recorded in issue 4)"
+	multusHdr := "Multus thick (not measured in this run)"
 	if r.multusPID != 0 {
 		multusHdr = "Multus thick (measured in this run)"
 		fmt.Fprintf(&b, "Multus thick: multus-daemon pid %d from %s, a host process, driven through multus-shim; "+
 			"after every DEL it had left %d result cache files of bench containers in its cniDir.\n\n", r.multusPID, r.o.multusBinDir, r.multusLeftCache)
 	} else {
-		b.WriteString("Multus thick was not measured (no `MULTUS_BIN_DIR`; `hack/multus-build.sh` builds it): its column repeats issue 4's recorded figures.\n\n")
+		b.WriteString("Multus thick was not measured (no `MULTUS_BIN_DIR`; `hack/multus-build.sh` builds it): its column is empty.\n\n")
 	}
 
 	b.WriteString("| measure | multinet | direct / reference | " + multusHdr + " | target |\n")
@@ -139,19 +136,19 @@ func (r *results) markdown() string {
 	row := func(cells ...string) { b.WriteString("| " + strings.Join(cells, " | ") + " |\n") }
 
 	row("shim binary size", mib(r.shimSize)+" (multinet-shim)", mib(r.bridgeSize)+" (bridge)",
-		r.multusCell(func() string { return mib(r.multusShimSize) + " (multus-shim)" }, "51 MB (multus-shim)"), "a few MB")
+		r.multusCell(func() string { return mib(r.multusShimSize) + " (multus-shim)" }), "a few MB")
 	row("VERSION exec p50 / p90 / p99 (ms)", r.versionShim.triple(), r.versionBridge.triple()+" (bridge)",
-		r.multusCell(r.versionMultus.triple, "16.8 vs 3.5 (p50)"), "≤ 3 ms")
-	row("ADD p50 / p90 / p99 (ms)", r.addMultinet.triple(), r.addDirect.triple(), r.multusCell(r.addMultus.triple, "81 vs 43 (p50)"), "")
+		r.multusCell(r.versionMultus.triple), "≤ 3 ms")
+	row("ADD p50 / p90 / p99 (ms)", r.addMultinet.triple(), r.addDirect.triple(), r.multusCell(r.addMultus.triple), "")
 	row("ADD overhead at p50 (ms), × direct", overhead(r.addMultinet, r.addDirect)+", "+ratio(r.addMultinet.median(), r.addDirect.median()), "",
 		r.multusCell(func() string {
 			return overhead(r.addMultus, r.addDirect) + ", " + ratio(r.addMultus.median(), r.addDirect.median())
-		}, "38"), "≤ 3 ms (status write off the critical path), ≤ PATCH + 3 ms (on it)")
-	row("DEL p50 / p90 / p99 (ms)", r.delMultinet.triple(), r.delDirect.triple(), r.multusCell(r.delMultus.triple, "97 vs 73 (p50)"), "")
+		}), "≤ 3 ms (status write off the critical path), ≤ PATCH + 3 ms (on it)")
+	row("DEL p50 / p90 / p99 (ms)", r.delMultinet.triple(), r.delDirect.triple(), r.multusCell(r.delMultus.triple), "")
 	row("DEL overhead at p50 (ms), × direct", overhead(r.delMultinet, r.delDirect)+", "+ratio(r.delMultinet.median(), r.delDirect.median()), "",
 		r.multusCell(func() string {
 			return overhead(r.delMultus, r.delDirect) + ", " + ratio(r.delMultus.median(), r.delDirect.median())
-		}, "24"), "≤ 5 ms")
+		}), "≤ 5 ms")
 	for _, x := range []struct {
 		cmd    string
 		sp     splits
@@ -182,17 +179,13 @@ func (r *results) markdown() string {
 	}
 	for _, c := range r.conc {
 		m, d := c.multinet.median(), c.direct.median()
-		ref := ""
-		if c.n == 10 {
-			ref = "0.50 s vs 0.19 s (2.6×)"
-		}
-		ref = r.multusCell(func() string {
+		ref := r.multusCell(func() string {
 			out := fmt.Sprintf("%s (%s direct)", secs(c.multus.median()), ratio(c.multus.median(), d))
 			if c.multusFailed > 0 {
 				out += fmt.Sprintf("; %d of %d bursts had a failed ADD", c.multusFailed, c.multusFailed+len(c.multus))
 			}
 			return out
-		}, ref)
+		})
 		row(fmt.Sprintf("%d concurrent ADDs, wall (median of %d)", c.n, len(c.multinet)),
 			fmt.Sprintf("%s (%s direct)", secs(m), ratio(m, d)), secs(d), ref, "≤ 1.2× direct")
 		if c.ran > 0 {
@@ -219,10 +212,10 @@ func (r *results) markdown() string {
 		row("default-network addresses still allocated after DEL (host-local files of the path's containers; removed by the bench)",
 			cell("multinet"), cell("direct"), mu, "0")
 	}
-	row("daemon RSS idle", r.rssIdle.String(), "", r.multusCell(r.multusRSSIdle.String, "41 MB"), "")
+	row("daemon RSS idle", r.rssIdle.String(), "", r.multusCell(r.multusRSSIdle.String), "")
 	if r.rssPods > 0 {
 		row(fmt.Sprintf("daemon RSS with %d pods attached", r.rssPods), r.rssLoaded.String(), "",
-			r.multusCell(r.multusRSSLoaded.String, "49 MB (100 pods)"), "≤ 30 MiB, anon ≤ 15 MiB")
+			r.multusCell(r.multusRSSLoaded.String), "≤ 30 MiB, anon ≤ 15 MiB")
 		row(fmt.Sprintf("multinetd RSS after DEL of the %d", r.rssPods), r.rssAfterDel.String(), "", "", "")
 	}
 	if r.cgroupPeak > 0 {
@@ -242,7 +235,7 @@ func (r *results) markdown() string {
 		row(fmt.Sprintf("multinetd memory cgroup peak (%s; bursts up to %d concurrent ADDs, then the later phases)", since, maxConc),
 			mib(r.cgroupPeak)+" ("+lim+")", "", "", "150 concurrent within 64 MiB")
 	}
-	row("daemon peak RSS (VmHWM, since start)", mib(r.rssPeak), "", r.multusCell(func() string { return mib(r.multusRSSPeak) }, ""), "")
+	row("daemon peak RSS (VmHWM, since start)", mib(r.rssPeak), "", r.multusCell(func() string { return mib(r.multusRSSPeak) }), "")
 	if n := len(r.hotPlug.toInterface); n > 0 {
 		row(fmt.Sprintf("hot-plug, annotation PATCH → interface in the pod, p50 / p90 / p99 (ms, %d changes)", n), r.hotPlug.toInterface.triple(), "", "", "")
 		row(fmt.Sprintf("hot-plug, annotation PATCH → network-status, p50 / p90 / p99 (ms, %d changes)", n), r.hotPlug.toStatus.triple(), "", "", "p99 ≤ 1 s")
