@@ -30,10 +30,7 @@ orig=$(kc -n "$NS" get ds "$DS" -o jsonpath="$VOLUME_PATH")
 # waits for the new multinetd to be rolled out and its socket to answer.
 use_config() {
   local idx
-  idx=$(kc -n "$NS" get ds "$DS" -o json | python3 -c '
-import json, sys
-vols = json.load(sys.stdin)["spec"]["template"]["spec"]["volumes"]
-print([v["name"] for v in vols].index("config"))')
+  idx=$(kc -n "$NS" get ds "$DS" -o json | jq '[.spec.template.spec.volumes[].name] | index("config")')
   kc -n "$NS" patch ds "$DS" --type=json \
     -p "[{\"op\":\"replace\",\"path\":\"/spec/template/spec/volumes/$idx/configMap/name\",\"value\":\"$1\"}]" >/dev/null
   kc -n "$NS" rollout status ds "$DS" --timeout=180s >/dev/null

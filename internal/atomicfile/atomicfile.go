@@ -108,14 +108,20 @@ func Write(path string, r io.Reader, perm fs.FileMode, opts ...Option) (err erro
 }
 
 // syncDir fsyncs the directory dir, making a rename in it durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
+func syncDir(dir string) error { return Sync(dir) }
+
+// Sync fsyncs the file or directory at path: it makes durable later what a
+// Write with NoSync left in the page cache (the file's content, and the
+// rename when path is its directory). Errors: path cannot be opened (an
+// fs.ErrNotExist error when it is gone), the fsync fails.
+func Sync(path string) error {
+	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
-	if err := d.Sync(); err != nil {
-		_ = d.Close()
-		return fmt.Errorf("fsync directory %s: %w", dir, err)
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("fsync %s: %w", path, err)
 	}
-	return d.Close()
+	return f.Close()
 }

@@ -329,8 +329,10 @@ func (c *Config) Complete() error {
 	if !filepath.IsAbs(c.SocketPath) {
 		errs = append(errs, fmt.Errorf("socketPath %q: want an absolute path", c.SocketPath))
 	}
-	if _, err := state.ParseSyncMode(c.RecordSync); err != nil {
+	if mode, err := state.ParseSyncMode(c.RecordSync); err != nil {
 		errs = append(errs, fmt.Errorf("recordSync: %w", err))
+	} else {
+		c.RecordSync = string(mode)
 	}
 	if c.IPAMSocketPath == "" {
 		c.IPAMSocketPath = filepath.Join(filepath.Dir(c.SocketPath), "ipam.sock")

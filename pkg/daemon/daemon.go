@@ -74,8 +74,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	m := newMetrics()
-	syncMode, _ := state.ParseSyncMode(cfg.RecordSync) // checked by Complete
-	store, err := state.OpenStore(filepath.Join(cfg.StateDir, "records"), state.Options{Sync: syncMode, OnSync: m.recordSync})
+	// Complete checked and normalized recordSync.
+	store, err := state.OpenStore(filepath.Join(cfg.StateDir, "records"), state.Options{Sync: state.SyncMode(cfg.RecordSync), OnSync: m.recordSync})
 	if err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
@@ -406,20 +406,11 @@ func nadLookup(client nadclient.NetworkAttachmentDefinitionsGetter, inf cache.Sh
 // IsWatchListSemanticsUnSupported (a fake) is listed, then watched.
 func newNADInformer(client nadclient.NetworkAttachmentDefinitionsGetter) (cache.SharedIndexInformer, error) {
 	inf, err := kube.NewInformer[*nadv1.NetworkAttachmentDefinitionList](client.NetworkAttachmentDefinitions(metav1.NamespaceAll),
-		&nadv1.NetworkAttachmentDefinition{}, kube.InformerOptions{Transform: trimNAD, Client: client})
+		&nadv1.NetworkAttachmentDefinition{}, kube.InformerOptions{Transform: kube.DropManagedFields, Client: client})
 	if err != nil {
 		return nil, fmt.Errorf("NAD informer: %w", err)
 	}
 	return inf, nil
-}
-
-// trimNAD is the NAD informer's transform: it drops managedFields, which
-// nothing of multinetd reads.
-func trimNAD(obj any) (any, error) {
-	if nad, ok := obj.(*nadv1.NetworkAttachmentDefinition); ok {
-		nad.ManagedFields = nil
-	}
-	return obj, nil
 }
 
 // auxiliaryChainFunc loads the auxiliary chain from its sub-directory of

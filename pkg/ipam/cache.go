@@ -58,12 +58,7 @@ type pendingCreate struct {
 // transform, indexers or handler cannot be set.
 func NewCache(client ipamclient.IPAllocationsGetter) (*Cache, error) {
 	inf, err := kube.NewInformer[*ipamv1.IPAllocationList](client.IPAllocations(), &ipamv1.IPAllocation{}, kube.InformerOptions{
-		Transform: func(obj any) (any, error) {
-			if o, ok := obj.(*ipamv1.IPAllocation); ok {
-				o.ManagedFields = nil
-			}
-			return obj, nil
-		},
+		Transform: kube.DropManagedFields,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("multinet-ipam cache: %w", err)

@@ -124,7 +124,7 @@ func Start(ctx context.Context, opts Options) (*Service, error) {
 	}
 	m := newMetrics(opts.Registerer)
 	a := &ipam.Allocator{IPAM: ipc, Claims: cc, Node: opts.Node, Cache: c, OnConflict: m.conflicts.Inc}
-	claimInf, err := kube.NewInformer[*claimv1.IPAMClaimList](cc.IPAMClaims(metav1.NamespaceAll), &claimv1.IPAMClaim{}, kube.InformerOptions{Transform: trimClaim})
+	claimInf, err := kube.NewInformer[*claimv1.IPAMClaimList](cc.IPAMClaims(metav1.NamespaceAll), &claimv1.IPAMClaim{}, kube.InformerOptions{Transform: kube.DropManagedFields})
 	if err != nil {
 		return nil, fmt.Errorf("multinet-ipam: IPAMClaim informer: %w", err)
 	}
@@ -173,15 +173,6 @@ func allocationConfig(cfg *rest.Config) *rest.Config {
 	c := rest.CopyConfig(cfg)
 	c.QPS, c.Burst, c.RateLimiter = -1, 0, nil
 	return c
-}
-
-// trimClaim is the IPAMClaim informer's transform: the service reads a
-// claim's name, namespace and UID only (a deletion, an owner's existence).
-func trimClaim(obj any) (any, error) {
-	if c, ok := obj.(*claimv1.IPAMClaim); ok {
-		c.ManagedFields = nil
-	}
-	return obj, nil
 }
 
 // Allocator is the service's allocator (tests).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -66,4 +67,15 @@ func NewInformer[L runtime.Object](lw ListerWatcher[L], example runtime.Object, 
 		}
 	}
 	return inf, nil
+}
+
+// DropManagedFields is an informer transform (cache.TransformFunc) that
+// drops an object's managedFields, which no multinet component reads: the
+// cached objects' memory (issue 14). Objects without metadata (a
+// tombstone) pass unchanged.
+func DropManagedFields(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
 }

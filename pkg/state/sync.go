@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 
-	"golang.org/x/sys/unix"
+	"github.com/multinet/multinet/internal/atomicfile"
 )
 
 // SyncMode says when Save makes a record durable (docs/decisions/state.md
@@ -73,8 +73,6 @@ type syncer struct {
 	// idle is closed when the goroutine ends with nothing left to sync;
 	// nil while none runs.
 	idle chan struct{}
-	// rounds counts the group commits done (tests).
-	rounds int
 }
 
 // mark adds container id to the next group commit and starts the syncer
@@ -113,10 +111,6 @@ func (y *syncer) run(s *Store) {
 		y.mu.Unlock()
 
 		err := s.syncRecords(batch)
-
-		y.mu.Lock()
-		y.rounds++
-		y.mu.Unlock()
 		if s.opts.OnSync != nil {
 			s.opts.OnSync(len(batch), err)
 		}
@@ -158,22 +152,12 @@ func (s *Store) syncRecords(ids map[string]struct{}) error {
 // fsyncFile fsyncs the file or directory at path; a missing path is not an
 // error.
 func fsyncFile(path string) error {
-	f, err := os.Open(path)
+	err := atomicfile.Sync(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("group commit: %w", err)
-	}
-	defer f.Close()
-	for {
-		err = unix.Fsync(int(f.Fd()))
-		if err != unix.EINTR {
-			break
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("group commit: fsync %s: %w", path, err)
 	}
 	return nil
 }

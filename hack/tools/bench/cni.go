@@ -269,19 +269,5 @@ func removeBridge(name string) error {
 // hostLocalLeftovers lists host-local allocation files under dir whose
 // owner is one of the bench's container IDs.
 func hostLocalLeftovers(dir string) []string {
-	var out []string
-	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return nil
-		}
-		if strings.HasPrefix(string(b), containerIDPrefix) {
-			out = append(out, p)
-		}
-		return nil
-	})
-	return out
+	return hostLocalOwned(dir, func(owner string) bool { return strings.HasPrefix(owner, containerIDPrefix) })
 }

@@ -35,28 +35,31 @@ func hostLocalDir(list *libcni.NetworkConfigList) string {
 	return ""
 }
 
-// allocationsOf lists the host-local allocation files in dir (one file
-// per address, named by the address; its first line is the owner's
-// container ID, then the interface name) owned by one of ids.
+// allocationsOf lists the host-local allocation files in dir owned by one
+// of ids.
 func allocationsOf(dir string, ids map[string]bool) []string {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil
-	}
+	return hostLocalOwned(dir, func(owner string) bool { return ids[owner] })
+}
+
+// hostLocalOwned lists the host-local allocation files under dir (one file
+// per address, named by the address; its first line is the owner's
+// container ID, then the interface name) whose owner owned accepts.
+func hostLocalOwned(dir string, owned func(owner string) bool) []string {
 	var out []string
-	for _, e := range ents {
-		if e.IsDir() {
-			continue
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
 		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		b, err := os.ReadFile(p)
 		if err != nil {
-			continue
+			return nil
 		}
 		owner, _, _ := strings.Cut(string(b), "\n")
-		if ids[strings.TrimSpace(owner)] {
-			out = append(out, filepath.Join(dir, e.Name()))
+		if owned(strings.TrimSpace(owner)) {
+			out = append(out, p)
 		}
-	}
+		return nil
+	})
 	return out
 }
 
