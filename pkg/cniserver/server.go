@@ -60,10 +60,13 @@ type Observer interface {
 	OnStart(command string)
 	// OnDone is called when the response is ready, just before it is
 	// written (so a client that got its answer finds it counted).
-	// queued is the time spent waiting for a concurrency slot (before the
-	// handler ran, and to take one again after a Yield), ran the handler's
-	// run time; err is the CNI error sent to the client, nil on success.
-	OnDone(command string, queued, ran time.Duration, err *types.Error)
+	// read is the time from the connection's accept to its request read
+	// and decoded (the client's send and this goroutine's scheduling
+	// included), queued the time spent waiting for a concurrency slot
+	// (before the handler ran, and to take one again after a Yield), ran
+	// the handler's run time; err is the CNI error sent to the client, nil
+	// on success.
+	OnDone(command string, read, queued, ran time.Duration, err *types.Error)
 }
 
 // CommandInvalid is the command an Observer sees for a request that could
@@ -303,7 +306,8 @@ func (deadlineError) Unwrap() error { return context.DeadlineExceeded }
 
 // serveConn handles one connection: read, queue, handle, write.
 func (s *Server) serveConn(conn net.Conn) {
-	_ = conn.SetReadDeadline(time.Now().Add(s.opts.ReadTimeout))
+	accepted := time.Now()
+	_ = conn.SetReadDeadline(accepted.Add(s.opts.ReadTimeout))
 	cr := &countingReader{r: conn}
 	req, err := api.ReadRequest(cr)
 	if err != nil {
@@ -319,7 +323,7 @@ func (s *Server) serveConn(conn net.Conn) {
 		klog.ErrorS(err, "Rejecting CNI request", "code", code)
 		s.observeStart(CommandInvalid)
 		frame, resp := encode(&api.Response{V: api.Version, Error: cerr})
-		s.observeDone(CommandInvalid, 0, 0, resp.Error)
+		s.observeDone(CommandInvalid, time.Since(accepted), 0, 0, resp.Error)
 		s.write(conn, frame)
 		return
 	}
@@ -343,7 +347,7 @@ func (s *Server) serveConn(conn net.Conn) {
 
 	resp, queued, ran := s.run(ctx, req, read)
 	frame, resp := encode(resp)
-	s.observeDone(req.Command, queued, ran, resp.Error)
+	s.observeDone(req.Command, read.Sub(accepted), queued, ran, resp.Error)
 	s.write(conn, frame)
 }
 
@@ -567,9 +571,9 @@ func (s *Server) observeStart(cmd string) {
 	}
 }
 
-func (s *Server) observeDone(cmd string, queued, ran time.Duration, err *types.Error) {
+func (s *Server) observeDone(cmd string, read, queued, ran time.Duration, err *types.Error) {
 	if s.opts.Observer != nil {
-		s.opts.Observer.OnDone(cmd, queued, ran, err)
+		s.opts.Observer.OnDone(cmd, read, queued, ran, err)
 	}
 }
 

@@ -56,6 +56,7 @@ type recorder struct {
 	mu     sync.Mutex
 	starts []string
 	dones  []string
+	reads  []time.Duration
 }
 
 func (r *recorder) OnStart(cmd string) {
@@ -64,9 +65,10 @@ func (r *recorder) OnStart(cmd string) {
 	r.starts = append(r.starts, cmd)
 }
 
-func (r *recorder) OnDone(cmd string, _, _ time.Duration, err *types.Error) {
+func (r *recorder) OnDone(cmd string, read, _, _ time.Duration, err *types.Error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.reads = append(r.reads, read)
 	code := "ok"
 	if err != nil {
 		code = fmt.Sprint(err.Code)
@@ -343,6 +345,36 @@ func TestMalformedRequests(t *testing.T) {
 	}
 	if want := []string{"INVALID=6", "INVALID=6", "INVALID=6", "INVALID=6", "INVALID=6", "INVALID=6", "ADD=ok"}; !reflect.DeepEqual(dones, want) {
 		t.Errorf("observer dones %v, want %v", dones, want)
+	}
+}
+
+// The observer's read time runs from the connection's accept to the request
+// read: a client that connects and waits before it sends is seen waiting.
+func TestObserverReadTime(t *testing.T) {
+	rec := &recorder{}
+	path, _ := start(t, &stub{result: []byte(testResult)}, Options{Observer: rec})
+	body, err := json.Marshal(request(api.CmdAdd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	const wait = 30 * time.Millisecond
+	time.Sleep(wait)
+	if _, err := conn.Write(frame(string(body))); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := api.ReadResponse(conn)
+	if err != nil || resp.Error != nil {
+		t.Fatalf("ADD: %v %+v", err, resp)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.reads) != 1 || rec.reads[0] < wait {
+		t.Errorf("read times %v, want one of at least %s (the client's wait before sending)", rec.reads, wait)
 	}
 }
 

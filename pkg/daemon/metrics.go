@@ -22,6 +22,7 @@ type metrics struct {
 	opDuration *prometheus.HistogramVec // command
 	opTotal    *prometheus.CounterVec   // command, code
 	queued     *prometheus.HistogramVec // command
+	read       *prometheus.HistogramVec // command
 	inFlight   prometheus.Gauge
 	delegate   *prometheus.HistogramVec // command, plugin
 	delegateEr *prometheus.CounterVec   // command, plugin, code
@@ -55,6 +56,11 @@ func newMetrics() *metrics {
 			Namespace: "multinet", Name: "cni_operation_queued_seconds",
 			Help:    "Time a CNI operation waited for a concurrency slot, by command.",
 			Buckets: latencyBuckets,
+		}, []string{"command"}),
+		read: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "multinet", Name: "cni_request_read_seconds",
+			Help:    "Time from accepting a CNI connection to its request read and decoded, by command (INVALID: not decodable).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 17),
 		}, []string{"command"}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "multinet", Name: "cni_operations_in_flight",
@@ -108,7 +114,7 @@ func newMetrics() *metrics {
 			Help: "Attachment records made durable by the background group commit (recordSync: background), by result (ok; error: an fsync failed, the record may not survive a power loss).",
 		}, []string{"result"}),
 	}
-	m.registry.MustRegister(m.opDuration, m.opTotal, m.queued, m.inFlight, m.delegate, m.delegateEr, m.nadLive, m.nadSync,
+	m.registry.MustRegister(m.opDuration, m.opTotal, m.queued, m.read, m.inFlight, m.delegate, m.delegateEr, m.nadLive, m.nadSync,
 		m.stPending, m.stRetries, m.corrupt, m.reaped, m.hotPlugs, m.hotPlugDur, m.recSynced,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{nadlookup.LiveFound, nadlookup.LiveNotFound, nadlookup.LiveError} {
@@ -164,7 +170,7 @@ func (m *metrics) CorruptRecord(operation, outcome string) {
 func (m *metrics) OnStart(string) { m.inFlight.Inc() }
 
 // OnDone implements cniserver.Observer.
-func (m *metrics) OnDone(command string, queued, ran time.Duration, err *types.Error) {
+func (m *metrics) OnDone(command string, read, queued, ran time.Duration, err *types.Error) {
 	m.inFlight.Dec()
 	code := "0"
 	if err != nil {
@@ -173,6 +179,7 @@ func (m *metrics) OnDone(command string, queued, ran time.Duration, err *types.E
 	m.opTotal.WithLabelValues(command, code).Inc()
 	m.opDuration.WithLabelValues(command).Observe(ran.Seconds())
 	m.queued.WithLabelValues(command).Observe(queued.Seconds())
+	m.read.WithLabelValues(command).Observe(read.Seconds())
 }
 
 // DelegateDone implements attach.Observer.

@@ -63,9 +63,9 @@ func TestMetricsObserver(t *testing.T) {
 	if v, _ := metricValue(t, m, "multinet_cni_operations_in_flight", nil); v != 3 {
 		t.Errorf("in flight = %v, want 3", v)
 	}
-	m.OnDone("ADD", time.Millisecond, 20*time.Millisecond, nil)
-	m.OnDone("ADD", 0, time.Second, &types.Error{Code: types.ErrTryAgainLater})
-	m.OnDone("DEL", 0, time.Millisecond, nil)
+	m.OnDone("ADD", 100*time.Microsecond, time.Millisecond, 20*time.Millisecond, nil)
+	m.OnDone("ADD", 0, 0, time.Second, &types.Error{Code: types.ErrTryAgainLater})
+	m.OnDone("DEL", 0, 0, time.Millisecond, nil)
 	m.DelegateDone("ADD", "bridge", 5*time.Millisecond, nil)
 	m.DelegateDone("DEL", "bridge", time.Millisecond, types.NewError(types.ErrInvalidNetworkConfig, "bad", ""))
 	m.DelegateDone("DEL", "bridge", time.Millisecond, fmt.Errorf("wrapped: %w", types.NewError(types.ErrIOFailure, "io", "")))
@@ -84,6 +84,7 @@ func TestMetricsObserver(t *testing.T) {
 		{"multinet_cni_operations_total", map[string]string{"command": "DEL", "code": "0"}, 1},
 		{"multinet_cni_operation_duration_seconds", map[string]string{"command": "ADD"}, 2},
 		{"multinet_cni_operation_queued_seconds", map[string]string{"command": "DEL"}, 1},
+		{"multinet_cni_request_read_seconds", map[string]string{"command": "ADD"}, 2},
 		{"multinet_delegate_duration_seconds", map[string]string{"command": "DEL", "plugin": "bridge"}, 2},
 		{"multinet_delegate_duration_seconds", map[string]string{"command": "ADD", "plugin": "bridge"}, 1},
 		{"multinet_delegate_errors_total", map[string]string{"command": "DEL", "plugin": "bridge", "code": "7"}, 1},
@@ -115,7 +116,7 @@ func TestServeHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := newMetrics()
-	m.OnDone("ADD", 0, time.Millisecond, nil)
+	m.OnDone("ADD", 0, 0, time.Millisecond, nil)
 	var ready atomic.Bool
 	s, err := serveHTTP(context.Background(), addr, m, func() error {
 		if !ready.Load() {

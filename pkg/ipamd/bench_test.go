@@ -155,7 +155,7 @@ type addTimer struct {
 }
 
 func (t *addTimer) OnStart(string) {}
-func (t *addTimer) OnDone(cmd string, _, ran time.Duration, _ *types.Error) {
+func (t *addTimer) OnDone(cmd string, _, _, ran time.Duration, _ *types.Error) {
 	if cmd != api.CmdAdd {
 		return
 	}
