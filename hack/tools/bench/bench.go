@@ -146,8 +146,12 @@ func (b *bench) prepare(ctx context.Context) error {
 	// exec from CNI_PATH, each plugin of a list given as a single config
 	// with name and cniVersion injected, result cache for DEL's prevResult.
 	b.defaultIPAMDir = hostLocalDir(defaultList)
-	cni := libcni.NewCNIConfigWithCacheDir([]string{b.e.cniBin}, b.cacheDir, nil)
-	b.multinet = &path{name: "multinet", cni: cni, tracker: b.tracker,
+	newCNI := func(dirs ...string) (*libcni.CNIConfig, *timedExec) {
+		e := newTimedExec()
+		return libcni.NewCNIConfigWithCacheDir(dirs, b.cacheDir, e), e
+	}
+	cni, exec := newCNI(b.e.cniBin)
+	b.multinet = &path{name: "multinet", cni: cni, exec: exec, tracker: b.tracker,
 		nets: []attachment{{list: runtimeList, ifName: "eth0"}}}
 	direct := []attachment{{list: defaultList, ifName: "eth0"}}
 	for i, n := range b.nets {
@@ -159,7 +163,8 @@ func (b *bench) prepare(ctx context.Context) error {
 		}
 		direct = append(direct, attachment{list: list, ifName: fmt.Sprintf("net%d", i+1)})
 	}
-	b.direct = &path{name: "direct", cni: cni, tracker: b.tracker, nets: direct}
+	cni, exec = newCNI(b.e.cniBin)
+	b.direct = &path{name: "direct", cni: cni, exec: exec, tracker: b.tracker, nets: direct}
 	if b.stub, err = startStub(b.o.outDir); err != nil {
 		return err
 	}
@@ -167,19 +172,20 @@ func (b *bench) prepare(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("stub daemon config: %w", err)
 	}
-	b.stubPath = &path{name: "stub", cni: cni, tracker: b.tracker, nets: []attachment{{list: stubList, ifName: "eth0"}}}
+	cni, exec = newCNI(b.e.cniBin)
+	b.stubPath = &path{name: "stub", cni: cni, exec: exec, tracker: b.tracker, nets: []attachment{{list: stubList, ifName: "eth0"}}}
 	if b.o.multusBinDir != "" {
 		if b.multus, err = newMultus(b.o.multusBinDir, b.o.outDir); err != nil {
 			return err
 		}
 		// The runtime finds multus-shim in the Multus build dir, the
 		// delegates in the cluster's CNI bin dir.
-		mcni := libcni.NewCNIConfigWithCacheDir([]string{b.o.multusBinDir, b.e.cniBin}, b.cacheDir, nil)
+		mcni, mexec := newCNI(b.o.multusBinDir, b.e.cniBin)
 		list, err := b.multus.shimList(runtimeList.CNIVersion)
 		if err != nil {
 			return fmt.Errorf("Multus shim config: %w", err)
 		}
-		b.multusPath = &path{name: "multus", cni: mcni, tracker: b.tracker, nets: []attachment{{list: list, ifName: "eth0"}}}
+		b.multusPath = &path{name: "multus", cni: mcni, exec: mexec, tracker: b.tracker, nets: []attachment{{list: list, ifName: "eth0"}}}
 	}
 	return nil
 }
@@ -292,6 +298,18 @@ func (b *bench) run(ctx context.Context) (*results, error) {
 		return nil, err
 	}
 
+	// 3b. CPU time per ADD and DEL, by process group.
+	if b.o.cpuAdds > 0 {
+		logf("CPU time: %d ADDs then DELs per path, in 3 rounds", b.o.cpuAdds)
+		probe := &cpuProbe{daemon: b.pid, api: append(pidsOf("kube-apiserver"), pidsOf("etcd")...)}
+		if b.multus != nil {
+			probe.multus = b.multus.pid()
+		}
+		if err := b.cpuPhase(ctx, probe); err != nil {
+			return nil, err
+		}
+	}
+
 	// 4. Concurrent ADDs.
 	for _, c := range b.o.concurrency {
 		logf("concurrency %d: %d repetitions per path", c, b.o.concReps)
@@ -391,8 +409,10 @@ func (b *bench) newSandbox(ctx context.Context, pod podRef) (*sandbox, error) {
 }
 
 // split is one multinet operation as multinetd's own histograms saw it:
-// its handler time and the delegates' time within it.
-type split struct{ handler, delegates, queued time.Duration }
+// the time from accept to the request read, its wait for a slot, its
+// handler time and the delegates' time within it; and exec, the shim
+// process's time as the bench's libcni ran it (timedExec).
+type split struct{ read, queued, handler, delegates, exec time.Duration }
 
 // splitOf returns the difference of two daemonSums for cmd, when exactly
 // one operation happened in between.
@@ -401,7 +421,7 @@ func splitOf(a, b map[string]float64, cmd string) (split, bool) {
 		return split{}, false
 	}
 	sec := func(k string) time.Duration { return time.Duration((b[k] - a[k]) * float64(time.Second)) }
-	return split{handler: sec(cmd + " op sum"), delegates: sec(cmd + " delegate sum"), queued: sec(cmd + " queued sum")}, true
+	return split{read: sec(cmd + " read sum"), queued: sec(cmd + " queued sum"), handler: sec(cmd + " op sum"), delegates: sec(cmd + " delegate sum")}, true
 }
 
 // once runs one ADD then one DEL of p on a fresh sandbox for pod. For the
@@ -419,11 +439,19 @@ func (b *bench) once(ctx context.Context, p *path, pod podRef) (add, del time.Du
 		m0 = b.daemonSums(ctx)
 	}
 	time.Sleep(b.o.pause)
+	p.exec.take()
 	if add, err = p.add(ctx, sb); err != nil {
 		return 0, 0, nil, nil, err
 	}
+	exec := p.exec.take()
 	if scrape {
 		m1 = b.daemonSums(ctx)
+	}
+	if p == b.stubPath {
+		if s, ok := b.stub.obs.take(); ok {
+			s.exec = exec
+			addSplit = &s
+		}
 	}
 	time.Sleep(b.o.pause)
 	if del, err = p.del(ctx, sb); err != nil {
@@ -433,6 +461,7 @@ func (b *bench) once(ctx context.Context, p *path, pod podRef) (add, del time.Du
 	if scrape {
 		m2 = b.daemonSums(ctx)
 		if s, ok := splitOf(m0, m1, "ADD"); ok {
+			s.exec = exec
 			addSplit = &s
 		}
 		if s, ok := splitOf(m1, m2, "DEL"); ok {
@@ -515,6 +544,7 @@ func (b *bench) daemonSums(ctx context.Context) map[string]float64 {
 		out[cmd+" op sum"] = sumWhere(samples, "multinet_cni_operation_duration_seconds_sum", is)
 		out[cmd+" op count"] = sumWhere(samples, "multinet_cni_operation_duration_seconds_count", is)
 		out[cmd+" queued sum"] = sumWhere(samples, "multinet_cni_operation_queued_seconds_sum", is)
+		out[cmd+" read sum"] = sumWhere(samples, "multinet_cni_request_read_seconds_sum", is)
 		out[cmd+" delegate sum"] = sumWhere(samples, "multinet_delegate_duration_seconds_sum", is)
 		out[cmd+" delegate count"] = sumWhere(samples, "multinet_delegate_duration_seconds_count", is)
 	}
@@ -549,6 +579,9 @@ func (b *bench) latencyPhase(ctx context.Context) error {
 			case b.stubPath:
 				r.addStub = append(r.addStub, add)
 				r.delStub = append(r.delStub, del)
+				if as != nil {
+					r.outStub.add(add, *as)
+				}
 			case b.multusPath:
 				r.addMultus = append(r.addMultus, add)
 				r.delMultus = append(r.delMultus, del)
@@ -557,6 +590,7 @@ func (b *bench) latencyPhase(ctx context.Context) error {
 				r.delMultinet = append(r.delMultinet, del)
 				if as != nil {
 					r.addSplit.add(add, *as)
+					r.outMultinet.add(add, *as)
 				}
 				if ds != nil {
 					r.delSplit.add(del, *ds)

@@ -162,6 +162,7 @@ type attachment struct {
 type path struct {
 	name string
 	cni  *libcni.CNIConfig
+	exec *timedExec // cni's plugin executor
 	nets []attachment
 
 	tracker *tracker

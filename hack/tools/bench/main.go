@@ -48,6 +48,7 @@ type options struct {
 	rssPods         int
 	apiAdds         int
 	hotPlugOps      int
+	cpuAdds         int
 	settle          time.Duration
 	pause           time.Duration
 	outDir          string
@@ -80,6 +81,7 @@ func parseFlags() (*options, error) {
 	flag.IntVar(&o.concReps, "concurrency-reps", 3, "repetitions of each concurrent burst (the median is reported)")
 	flag.IntVar(&o.rssPods, "rss-pods", 100, "pods attached at once for the RSS measure")
 	flag.IntVar(&o.apiAdds, "api-adds", 20, "ADDs (each on a fresh pod) in the API request counting window")
+	flag.IntVar(&o.cpuAdds, "cpu-adds", 30, "ADDs (then DELs) per path, one after the other in 3 rounds, whose CPU time is counted per process group (0 to skip)")
 	flag.IntVar(&o.hotPlugOps, "hotplug-ops", 50, "hot-plug operations (a network added to, then removed from, a running pod) to time (0 to skip)")
 	flag.DurationVar(&o.settle, "settle", 5*time.Second, "wait after the counted ADDs/DELs for asynchronous requests (Events) before reading the API server's counters")
 	flag.DurationVar(&o.pause, "pause", 100*time.Millisecond, "untimed pause before each ADD and DEL of the latency iterations, so that the asynchronous work of the previous operation (Events, the kubelet's reaction to the pod update) does not overlap the next measurement")
@@ -119,8 +121,8 @@ func parseFlags() (*options, error) {
 	if o.limitConc < 0 || o.memLimitMiB < 0 {
 		return nil, errors.New("-limit-concurrency, -memory-limit: want ≥ 0")
 	}
-	if o.iterations < 1 || o.versionRuns < 1 || o.rssPods < 0 || o.apiAdds < 0 || o.concReps < 1 || o.hotPlugOps < 0 {
-		return nil, errors.New("-n, -version-runs, -concurrency-reps: want ≥ 1; -rss-pods, -api-adds, -hotplug-ops: want ≥ 0")
+	if o.iterations < 1 || o.versionRuns < 1 || o.rssPods < 0 || o.apiAdds < 0 || o.concReps < 1 || o.hotPlugOps < 0 || o.cpuAdds < 0 {
+		return nil, errors.New("-n, -version-runs, -concurrency-reps: want ≥ 1; -rss-pods, -api-adds, -hotplug-ops, -cpu-adds: want ≥ 0")
 	}
 	if o.namespace == "" {
 		o.namespace = "multinet-bench-" + newContainerID()[len(containerIDPrefix):len(containerIDPrefix)+5]

@@ -158,6 +158,16 @@ func TestStubDaemon(t *testing.T) {
 	if err != nil || len(d) != 3 {
 		t.Fatalf("dialTimes = %v, %v", d, err)
 	}
+	// Its observer gives the view of exactly one ADD.
+	if sp, ok := s.obs.take(); ok {
+		t.Errorf("three ADDs taken as one: %+v", sp)
+	}
+	if _, err := s.dialTimes(1, "/var/run/netns/x"); err != nil {
+		t.Fatal(err)
+	}
+	if sp, ok := s.obs.take(); !ok || sp.read <= 0 || sp.handler <= 0 {
+		t.Errorf("one ADD: %+v, %v", sp, ok)
+	}
 	rt, err := libcni.ConfListFromBytes([]byte(`{"cniVersion":"1.1.0","name":"multinet","plugins":[{"type":"multinet-shim","timeout":"90s"}]}`))
 	if err != nil {
 		t.Fatal(err)

@@ -95,7 +95,11 @@ type results struct {
 
 	// multinet-shim against a stub daemon in the bench process.
 	addStub, delStub dist
-	stubDial         dist
+	// ADDs outside the handler, by part: through multinetd, through the stub.
+	outMultinet, outStub outsideParts
+	// CPU time of the counted ADDs and DELs, by path.
+	cpuAdd, cpuDel map[string]*cpuUse
+	stubDial       dist
 }
 
 // multusCell is the Multus column: measured() when Multus ran in this run,
@@ -173,6 +177,9 @@ func (r *results) markdown() string {
 				fmt.Sprintf("%+.1f (%s − %s)", float64(r.addSplit.outside.median()-r.addStub.median())/float64(time.Millisecond),
 					ms(r.addSplit.outside.median()), ms(r.addStub.median())), "", "", "")
 		}
+	}
+	for _, o := range outsideRows(r.outMultinet, r.outStub) {
+		row("ADD outside the handler, p50 / mean (ms): "+o[0], o[1], "", "", "")
 	}
 	if len(r.stubDial) > 0 {
 		row("socket alone: one ADD exchange with the stub daemon from the bench process, p50 / p90 / p99 (ms)", r.stubDial.triple(), "", "", "")
@@ -336,6 +343,12 @@ func (r *results) markdown() string {
 		}
 	}
 
+	for _, t := range []string{cpuTable("ADD", r.cpuAdd), cpuTable("DEL", r.cpuDel)} {
+		if t != "" {
+			b.WriteString("\n" + t)
+		}
+	}
+
 	b.WriteString(`
 Rows:
 - shim binary size: the installed $CNI_BIN_DIR/multinet-shim vs the reference bridge plugin.
@@ -354,6 +367,7 @@ Rows:
   at once, in the bench process: libcni + multinet-shim's exec + the socket, the floor of "outside multinetd's
   handler"; the row below is how much the real one costs above it (multinetd reading and answering the request,
   the scheduling of its container). "socket alone": api.Dial from the bench process, no exec.
+` + outsideLegend + `
 - N concurrent ADDs: N fresh sandboxes of N different pods, ADD started at once; wall time to the last answer.
   The row below: multinetd's mean wait for one of its maxInFlight slots, mean handler time and delegates' share,
   the API server's mean time of a PATCH pods/status over the bursts, and the rate of multinetd's API requests
@@ -376,6 +390,13 @@ Rows:
   container cgroup gets the limit (v1 memory.limit_in_bytes / v2 memory.max, written directly, the old value written
   back after the bursts), its peak is reset (v1 memory.max_usage_in_bytes, v2 memory.peak) and read after them with the
   OOM kills (v1 memory.oom_control, v2 memory.events oom_kill); a failed ADD, an OOM kill or multinetd gone fails the run.
+- CPU time per ADD / DEL (-cpu-adds): for each path, in 3 rounds (the paths rotated), the counted ADDs one after
+  the other on fresh sandboxes, then their DELs; the CPU time (user + system) of each process group is read before
+  and after each window (the windows end a fifth of -settle after the last operation, for asynchronous work):
+  getrusage(2) of the bench itself and of its waited-for children (the plugins libcni ran), /proc/<pid>/stat of
+  multinetd (utime + stime; its delegates in cutime + cstime), multus-daemon, kube-apiserver and etcd (10 ms ticks,
+  summed over the windows). The API server and etcd's background rate, from the windows of the paths that make no
+  API request (direct, stub), is taken out of their row. Sandboxes are made before and removed after the windows.
 - RSS: VmRSS of the multinetd process (/proc/<pid>/status; RssAnon and RssFile in MiB), before any bench pod,
   with the pods attached (no DEL yet), and after their DEL.
 `)

@@ -33,6 +33,7 @@ func (stubHandler) Status(context.Context, *api.Request) error        { return n
 // process: the floor of the multinet path outside multinetd's handler.
 type stubDaemon struct {
 	srv    *cniserver.Server
+	obs    *stubObserver
 	socket string
 	done   chan error
 }
@@ -43,7 +44,8 @@ func startStub(workDir string) (*stubDaemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stub daemon: %w", err)
 	}
-	s := &stubDaemon{srv: cniserver.New(stubHandler{}, cniserver.Options{}), socket: socket, done: make(chan error, 1)}
+	obs := &stubObserver{}
+	s := &stubDaemon{srv: cniserver.New(stubHandler{}, cniserver.Options{Observer: obs}), obs: obs, socket: socket, done: make(chan error, 1)}
 	go func() { s.done <- s.srv.Serve(l) }()
 	return s, nil
 }
