@@ -301,10 +301,12 @@ func (b *bench) run(ctx context.Context) (*results, error) {
 	// 3b. CPU time per ADD and DEL, by process group.
 	if b.o.cpuAdds > 0 {
 		logf("CPU time: %d ADDs then DELs per path, in 3 rounds", b.o.cpuAdds)
-		probe := &cpuProbe{daemon: b.pid, api: append(pidsOf("kube-apiserver"), pidsOf("etcd")...)}
+		multus := 0
 		if b.multus != nil {
-			probe.multus = b.multus.pid()
+			multus = b.multus.pid()
 		}
+		probe := newCPUProbe(b.pid, multus)
+		logf("CPU time: multinetd %d, its children %v, kube-apiserver and etcd %v", b.pid, probe.launcher, probe.api)
 		if err := b.cpuPhase(ctx, probe); err != nil {
 			return nil, err
 		}

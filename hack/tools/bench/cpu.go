@@ -53,8 +53,9 @@ func readProcCPU(pid int) (procCPU, error) {
 	return parseProcStat(b)
 }
 
-// pidsOf returns the PIDs of the host's processes whose comm is name.
-func pidsOf(name string) []int {
+// pidsWhere returns the PIDs of the host's processes for which keep
+// returns true, given their /proc/<pid>/stat.
+func pidsWhere(keep func(stat string) bool) []int {
 	ents, _ := os.ReadDir("/proc")
 	var out []int
 	for _, e := range ents {
@@ -62,11 +63,28 @@ func pidsOf(name string) []int {
 		if err != nil {
 			continue
 		}
-		if c, err := os.ReadFile("/proc/" + e.Name() + "/comm"); err == nil && strings.TrimSpace(string(c)) == name {
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil && keep(string(b)) {
 			out = append(out, pid)
 		}
 	}
 	return out
+}
+
+// pidsOf returns the PIDs of the host's processes whose command (comm) is
+// name.
+func pidsOf(name string) []int {
+	return pidsWhere(func(stat string) bool { return strings.Contains(stat, " ("+name+") ") })
+}
+
+// childrenOf returns the PIDs of ppid's live children (multinetd's: its
+// delegate launcher, which starts the delegates and waits for them).
+func childrenOf(ppid int) []int {
+	want := strconv.Itoa(ppid)
+	return pidsWhere(func(stat string) bool {
+		i := strings.LastIndexByte(stat, ')')
+		f := strings.Fields(stat[i+1:])
+		return i >= 0 && len(f) > 1 && f[1] == want
+	})
 }
 
 // cpuGroup is one set of processes whose CPU time an ADD can use.
@@ -76,7 +94,7 @@ const (
 	cpuBenchSelf      cpuGroup = iota // the bench: libcni (and the stub daemon)
 	cpuBenchChildren                  // the plugins the bench's libcni ran: multinet-shim, multus-shim, the direct delegates
 	cpuDaemon                         // multinetd's own process
-	cpuDaemonChildren                 // multinetd's delegates (through the launcher)
+	cpuDaemonChildren                 // multinetd's launcher and delegates
 	cpuMultus                         // multus-daemon and its delegates
 	cpuAPI                            // kube-apiserver and etcd
 	cpuGroups
@@ -86,7 +104,7 @@ var cpuGroupNames = [cpuGroups]string{
 	"the bench process (libcni; the stub daemon)",
 	"plugins run by the bench's libcni (multinet-shim, multus-shim, the direct delegates)",
 	"multinetd's own process",
-	"multinetd's delegates (its children, through the launcher)",
+	"multinetd's delegate launcher and the delegates it ran",
 	"multus-daemon and its delegates",
 	"kube-apiserver and etcd",
 }
@@ -100,7 +118,13 @@ type cpuSample struct {
 // cpuProbe samples the groups' CPU time.
 type cpuProbe struct {
 	daemon, multus int   // 0: absent
+	launcher       []int // the daemon's live children
 	api            []int // kube-apiserver and etcd
+}
+
+func newCPUProbe(daemon, multus int) *cpuProbe {
+	return &cpuProbe{daemon: daemon, multus: multus, launcher: childrenOf(daemon),
+		api: append(pidsOf("kube-apiserver"), pidsOf("etcd")...)}
 }
 
 func (c *cpuProbe) sample() (cpuSample, error) {
@@ -121,6 +145,13 @@ func (c *cpuProbe) sample() (cpuSample, error) {
 		return s, fmt.Errorf("multinetd: %w", err)
 	}
 	s.g[cpuDaemon], s.g[cpuDaemonChildren] = d.self, d.children
+	for _, pid := range c.launcher {
+		l, err := readProcCPU(pid)
+		if err != nil {
+			return s, fmt.Errorf("multinetd's child %d: %w", pid, err)
+		}
+		s.g[cpuDaemonChildren] += l.self + l.children
+	}
 	if c.multus != 0 {
 		m, err := readProcCPU(c.multus)
 		if err != nil {

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"os"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,6 +36,24 @@ func TestParseProcStat(t *testing.T) {
 	b, err := readProcCPU(os.Getpid())
 	if err != nil || b.self < a.self {
 		t.Errorf("readProcCPU: %+v then %+v (%v)", a, b, err)
+	}
+}
+
+// pidsOf and childrenOf find this test process and a child of it.
+func TestPidsOfChildrenOf(t *testing.T) {
+	cmd := exec.Command("/bin/sleep", "5")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	if got := childrenOf(os.Getpid()); !slices.Contains(got, cmd.Process.Pid) {
+		t.Errorf("childrenOf(self) = %v, want %d among them", got, cmd.Process.Pid)
+	}
+	if got := pidsOf("sleep"); !slices.Contains(got, cmd.Process.Pid) {
+		t.Errorf("pidsOf(sleep) = %v, want %d among them", got, cmd.Process.Pid)
+	}
+	if got := childrenOf(cmd.Process.Pid); len(got) != 0 {
+		t.Errorf("sleep's children %v", got)
 	}
 }
 
