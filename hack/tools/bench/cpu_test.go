@@ -73,9 +73,9 @@ func TestCPUUsePerOp(t *testing.T) {
 	// multinet: 10 ADDs in 2 s: API 140 ms of which 40 background.
 	use["multinet"].add(sample(0, [cpuGroups]time.Duration{}), sample(2*time.Second, [cpuGroups]time.Duration{
 		cpuBenchChildren: 40 * ms, cpuDaemon: 50 * ms, cpuDaemonChildren: 300 * ms, cpuAPI: 140 * ms}), 10)
-	bg := apiBackground(use)
-	if bg != 0.02 {
-		t.Fatalf("background = %v, want 0.02", bg)
+	bg := backgroundOf(use)
+	if bg[cpuAPI] != 0.02 || bg[cpuCluster] != 0 || bg[cpuDaemon] != 0 {
+		t.Fatalf("background = %v, want 0.02 for the API server only", bg)
 	}
 	m := use["multinet"]
 	if got := m.perOp(cpuAPI, bg); got != 10*ms {
@@ -88,7 +88,7 @@ func TestCPUUsePerOp(t *testing.T) {
 		t.Errorf("direct total = %v, want 30ms", got)
 	}
 	tab := cpuTable("ADD", use)
-	for _, want := range []string{"| CPU time per ADD (ms) | multinet | direct | stub |", "| **all the groups below** | 49.0 | 30.0 | 4.0 |", "multinet / direct, CPU time per ADD: 1.63×", "20.0 ms per second"} {
+	for _, want := range []string{"| CPU time per ADD (ms) | multinet | direct | stub |", "| **all the groups below** | 49.0 | 30.0 | 4.0 |", "multinet / direct, CPU time per ADD: 1.63×", "20.0 ms per second of wall time, and of the other cluster components, 0.0 ms/s"} {
 		if !strings.Contains(tab, want) {
 			t.Errorf("table lacks %q:\n%s", want, tab)
 		}

@@ -394,9 +394,10 @@ Rows:
   the other on fresh sandboxes, then their DELs; the CPU time (user + system) of each process group is read before
   and after each window (the windows end a fifth of -settle after the last operation, for asynchronous work):
   getrusage(2) of the bench itself and of its waited-for children (the plugins libcni ran), /proc/<pid>/stat of
-  multinetd (utime + stime; its delegates in cutime + cstime), multus-daemon, kube-apiserver and etcd (10 ms ticks,
-  summed over the windows). The API server and etcd's background rate, from the windows of the paths that make no
-  API request (direct, stub), is taken out of their row. Sandboxes are made before and removed after the windows.
+  multinetd (utime + stime), its live children (the delegate launcher; the delegates it ran in its cutime + cstime),
+  multus-daemon, kube-apiserver and etcd, and the other cluster components (10 ms ticks, summed over the windows).
+  The background rate of the last two, from the windows of the paths that make no API request (direct, stub), is
+  taken out of their rows. Sandboxes are made before and removed after the windows.
 - RSS: VmRSS of the multinetd process (/proc/<pid>/status; RssAnon and RssFile in MiB), before any bench pod,
   with the pods attached (no DEL yet), and after their DEL.
 `)
