@@ -3,7 +3,10 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -94,5 +97,81 @@ func TestEventsDoNotHoldBackStatusPatches(t *testing.T) {
 	}
 	if len(l.Items) != burst {
 		t.Errorf("%d Events landed, want %d: the Events' client was not limited to its burst", len(l.Items), burst)
+	}
+}
+
+// headerLog records each request's Accept header and its answer's
+// Content-Type, by URL path.
+type headerLog struct {
+	mu   sync.Mutex
+	seen map[string][2]string
+	next http.RoundTripper
+}
+
+func (h *headerLog) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := h.next.RoundTrip(req)
+	if err == nil {
+		h.mu.Lock()
+		h.seen[req.Method+" "+req.URL.Path] = [2]string{req.Header.Get("Accept"), resp.Header.Get("Content-Type")}
+		h.mu.Unlock()
+	}
+	return resp, err
+}
+
+// multinetd's clients of built-in kinds (pods and their status, Events,
+// ResourceSlices) ask for protobuf and get it from a real API server; the
+// NAD client (a CRD, served as JSON only) asks for JSON.
+func TestAPIClientsSpeakProtobuf(t *testing.T) {
+	srv := apiservertest.Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin := kubernetes.NewForConfigOrDie(srv.Config())
+	const ns = "protobuf"
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	pod, err := admin.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec:       corev1.PodSpec{NodeName: "node-pb", Containers: []corev1.Container{{Name: "c", Image: "registry.example/web"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := srv.ServiceAccountConfig(t, "deploy/base/multinetd-rbac.yaml", "multinet-system", "multinetd")
+	log := &headerLog{seen: map[string][2]string{}}
+	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { log.next = rt; return log })
+	clients, err := newAPIClients(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := clients.core.Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := kube.NewStatusPatcher(clients.core).PatchAnnotation(ctx, ns, pod.Name, string(pod.UID), "k8s.v1.cni.cncf.io/network-status", `[{"name":"pb"}]`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := clients.events.Events(ns).Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: "web."},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: pod.Name, UID: pod.UID}, Reason: "Test", Message: "protobuf",
+		Type: corev1.EventTypeNormal}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := clients.resource.ResourceSlices().List(ctx, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := clients.nads.NetworkAttachmentDefinitions(ns).List(ctx, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	const pb = "application/vnd.kubernetes.protobuf"
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	for _, k := range []string{"GET /api/v1/namespaces/protobuf/pods/web", "PATCH /api/v1/namespaces/protobuf/pods/web/status",
+		"POST /api/v1/namespaces/protobuf/events", "GET /apis/resource.k8s.io/v1/resourceslices"} {
+		if h, ok := log.seen[k]; !ok || !strings.HasPrefix(h[0], pb) || h[1] != pb {
+			t.Errorf("%s: Accept %q, answered as %q (seen %v), want %s", k, h[0], h[1], ok, pb)
+		}
+	}
+	k := "GET /apis/k8s.cni.cncf.io/v1/namespaces/protobuf/network-attachment-definitions"
+	if h := log.seen[k]; strings.Contains(h[0], pb) || !strings.HasPrefix(h[1], "application/json") {
+		t.Errorf("%s: Accept %q, answered as %q, want JSON", k, h[0], h[1])
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
@@ -359,23 +360,35 @@ type apiClients struct {
 }
 
 // newAPIClients makes the clients of rc (copied: each client gets its own
-// rate limiter even when rc carries one). Errors: a client cannot be made
-// of rc.
+// rate limiter even when rc carries one); those of built-in kinds ask for
+// protobuf, the NAD client (a CRD: JSON only) for JSON. Errors: a client
+// cannot be made of rc.
 func newAPIClients(rc *rest.Config) (*apiClients, error) {
 	own := func() *rest.Config {
 		c := rest.CopyConfig(rc)
 		c.RateLimiter = nil // a token bucket of c.QPS and c.Burst per client
 		return c
 	}
+	// Built-in kinds travel as protobuf, as the kubelet's and the
+	// controllers' do (docs/decisions/daemon-resources.md "Protobuf"): a
+	// pod's watch event and the PATCH's answer cost multinetd less to
+	// decode, and the API server serializes a pod's watch event once for
+	// every protobuf watcher instead of once more as JSON for multinetd.
+	builtin := func() *rest.Config {
+		c := own()
+		c.ContentType = runtime.ContentTypeProtobuf
+		c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+		return c
+	}
 	var c apiClients
 	var err error
-	if c.core, err = corev1client.NewForConfig(own()); err != nil {
+	if c.core, err = corev1client.NewForConfig(builtin()); err != nil {
 		return nil, fmt.Errorf("core/v1 API client: %w", err)
 	}
-	if c.events, err = corev1client.NewForConfig(own()); err != nil {
+	if c.events, err = corev1client.NewForConfig(builtin()); err != nil {
 		return nil, fmt.Errorf("API client for Events: %w", err)
 	}
-	if c.resource, err = resourcev1client.NewForConfig(own()); err != nil {
+	if c.resource, err = resourcev1client.NewForConfig(builtin()); err != nil {
 		return nil, fmt.Errorf("resource.k8s.io API client: %w", err)
 	}
 	if c.nads, err = nadclient.NewForConfig(own()); err != nil {
