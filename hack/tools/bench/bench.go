@@ -16,6 +16,7 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 
+	"github.com/multinet/multinet/pkg/cniserver/api"
 	"github.com/multinet/multinet/pkg/netconf"
 )
 
@@ -450,14 +451,22 @@ func (b *bench) once(ctx context.Context, p *path, pod podRef) (add, del time.Du
 		m1 = b.daemonSums(ctx)
 	}
 	if p == b.stubPath {
-		if s, ok := b.stub.obs.take(); ok {
+		if s, ok := b.stub.obs.take(api.CmdAdd); ok {
 			s.exec = exec
 			addSplit = &s
 		}
 	}
 	time.Sleep(b.o.pause)
+	p.exec.take()
 	if del, err = p.del(ctx, sb); err != nil {
 		return 0, 0, nil, nil, err
+	}
+	delExec := p.exec.take()
+	if p == b.stubPath {
+		if s, ok := b.stub.obs.take(api.CmdDel); ok {
+			s.exec = delExec
+			delSplit = &s
+		}
 	}
 	b.checkReleased(p, sb)
 	if scrape {
@@ -467,6 +476,7 @@ func (b *bench) once(ctx context.Context, p *path, pod podRef) (add, del time.Du
 			addSplit = &s
 		}
 		if s, ok := splitOf(m1, m2, "DEL"); ok {
+			s.exec = delExec
 			delSplit = &s
 		}
 	}
@@ -584,6 +594,9 @@ func (b *bench) latencyPhase(ctx context.Context) error {
 				if as != nil {
 					r.outStub.add(add, *as)
 				}
+				if ds != nil {
+					r.outStubDel.add(del, *ds)
+				}
 			case b.multusPath:
 				r.addMultus = append(r.addMultus, add)
 				r.delMultus = append(r.delMultus, del)
@@ -593,6 +606,9 @@ func (b *bench) latencyPhase(ctx context.Context) error {
 				if as != nil {
 					r.addSplit.add(add, *as)
 					r.outMultinet.add(add, *as)
+				}
+				if ds != nil {
+					r.outMultinetDel.add(del, *ds)
 				}
 				if ds != nil {
 					r.delSplit.add(del, *ds)

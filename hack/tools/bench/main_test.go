@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
+
+	"github.com/multinet/multinet/pkg/cniserver/api"
 )
 
 func TestParseProm(t *testing.T) {
@@ -159,14 +161,17 @@ func TestStubDaemon(t *testing.T) {
 		t.Fatalf("dialTimes = %v, %v", d, err)
 	}
 	// Its observer gives the view of exactly one ADD.
-	if sp, ok := s.obs.take(); ok {
+	if sp, ok := s.obs.take(api.CmdAdd); ok {
 		t.Errorf("three ADDs taken as one: %+v", sp)
 	}
 	if _, err := s.dialTimes(1, "/var/run/netns/x"); err != nil {
 		t.Fatal(err)
 	}
-	if sp, ok := s.obs.take(); !ok || sp.read <= 0 || sp.handler <= 0 {
+	if sp, ok := s.obs.take(api.CmdAdd); !ok || sp.read <= 0 || sp.handler <= 0 {
 		t.Errorf("one ADD: %+v, %v", sp, ok)
+	}
+	if sp, ok := s.obs.take(api.CmdDel); ok {
+		t.Errorf("a DEL taken, none ran: %+v", sp)
 	}
 	rt, err := libcni.ConfListFromBytes([]byte(`{"cniVersion":"1.1.0","name":"multinet","plugins":[{"type":"multinet-shim","timeout":"90s"}]}`))
 	if err != nil {

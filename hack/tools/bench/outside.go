@@ -11,8 +11,6 @@ import (
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
-
-	"github.com/multinet/multinet/pkg/cniserver/api"
 )
 
 // timedExec is libcni's default plugin executor (the one
@@ -72,7 +70,7 @@ func (o *outsideParts) add(total time.Duration, sp split) {
 	o.read = append(o.read, sp.read)
 }
 
-// outsideRows are the report rows comparing the parts of the ADDs through
+// outsideRows are the report rows comparing the parts of the operations through
 // multinetd (real) with those through the stub daemon (floor): p50 and
 // mean of each, and the difference of the means (means add up, medians do
 // not).
@@ -97,39 +95,41 @@ func outsideRows(real, floor outsideParts) [][2]string {
 }
 
 // stubObserver is the stub daemon's cniserver.Observer: it keeps the view
-// of the last ADD, as multinetd's histograms give it for the real daemon.
+// of the last operation of each command, as multinetd's histograms give it
+// for the real daemon.
 type stubObserver struct {
 	mu   sync.Mutex
-	last split
-	n    int
+	last map[string]split
+	n    map[string]int
 }
 
 func (o *stubObserver) OnStart(string) {}
 
 func (o *stubObserver) OnDone(cmd string, read, queued, ran time.Duration, _ *types.Error) {
-	if cmd != api.CmdAdd {
-		return
-	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.last = split{read: read, queued: queued, handler: ran}
-	o.n++
+	if o.last == nil {
+		o.last, o.n = map[string]split{}, map[string]int{}
+	}
+	o.last[cmd] = split{read: read, queued: queued, handler: ran}
+	o.n[cmd]++
 }
 
-// take returns the view of the one ADD answered since the last take, false
-// when not exactly one was.
-func (o *stubObserver) take() (split, bool) {
+// take returns the view of the one cmd answered since the last take of
+// cmd, false when not exactly one was.
+func (o *stubObserver) take(cmd string) (split, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	s, ok := o.last, o.n == 1
-	o.last, o.n = split{}, 0
+	s, ok := o.last[cmd], o.n[cmd] == 1
+	delete(o.last, cmd)
+	delete(o.n, cmd)
 	return s, ok
 }
 
 // outsideLegend explains the rows of outsideRows.
 var outsideLegend = strings.TrimSpace(`
-- ADD outside the handler, by part: libcni runs each path's plugins through an executor that times the plugin
-  processes (libcni's default executor, timed). For each ADD through multinet-shim, against multinetd ("real")
+- ADD and DEL outside the handler, by part: libcni runs each path's plugins through an executor that times the plugin
+  processes (libcni's default executor, timed). For each ADD (and DEL) through multinet-shim, against multinetd ("real")
   and against the stub daemon ("stub"): libcni's own work = the operation − the shim process; the shim process
   outside the daemon's span = the shim process − (the daemon's read + queued + handler), that is fork/exec,
   the shim's start-up, connect and send, and after the answer reading it, printing the result and exiting;

@@ -96,7 +96,8 @@ type results struct {
 	// multinet-shim against a stub daemon in the bench process.
 	addStub, delStub dist
 	// ADDs outside the handler, by part: through multinetd, through the stub.
-	outMultinet, outStub outsideParts
+	outMultinet, outStub       outsideParts
+	outMultinetDel, outStubDel outsideParts
 	// CPU time of the counted ADDs and DELs, by path.
 	cpuAdd, cpuDel map[string]*cpuUse
 	stubDial       dist
@@ -180,6 +181,9 @@ func (r *results) markdown() string {
 	}
 	for _, o := range outsideRows(r.outMultinet, r.outStub) {
 		row("ADD outside the handler, p50 / mean (ms): "+o[0], o[1], "", "", "")
+	}
+	for _, o := range outsideRows(r.outMultinetDel, r.outStubDel) {
+		row("DEL outside the handler, p50 / mean (ms): "+o[0], o[1], "", "", "")
 	}
 	if len(r.stubDial) > 0 {
 		row("socket alone: one ADD exchange with the stub daemon from the bench process, p50 / p90 / p99 (ms)", r.stubDial.triple(), "", "", "")
