@@ -266,34 +266,32 @@ func (b *bench) cpuWindow(ctx context.Context, probe *cpuProbe, p *path, n int) 
 			_ = b.netns.del(sb.netns)
 		}
 	}()
+	// each runs op on every sandbox, one after the other, waits a fifth of
+	// settle for the operations' asynchronous work (Events, the kubelet's
+	// reaction; its background share is taken out later) and samples.
+	each := func(op func(context.Context, *sandbox) (time.Duration, error)) (cpuSample, error) {
+		for _, sb := range sbs {
+			if _, err := op(ctx, sb); err != nil {
+				return cpuSample{}, err
+			}
+		}
+		time.Sleep(b.o.settle / 5)
+		return probe.sample()
+	}
 	time.Sleep(b.o.settle / 5)
 	s0, err := probe.sample()
 	if err != nil {
 		return err
 	}
-	for _, sb := range sbs {
-		if _, err := p.add(ctx, sb); err != nil {
-			return err
-		}
-	}
-	// The ADDs' asynchronous work (Events, the kubelet's reaction) ends
-	// within the settle pause; its background share is taken out later.
-	time.Sleep(b.o.settle / 5)
-	s1, err := probe.sample()
+	s1, err := each(p.add)
 	if err != nil {
 		return err
 	}
-	for _, sb := range sbs {
-		if _, err := p.del(ctx, sb); err != nil {
-			return err
-		}
+	s2, err := each(p.del)
+	if err != nil {
+		return err
 	}
 	b.checkReleased(p, sbs...)
-	time.Sleep(b.o.settle / 5)
-	s2, err := probe.sample()
-	if err != nil {
-		return err
-	}
 	r.cpuAdd[p.name].add(s0, s1, n)
 	r.cpuDel[p.name].add(s1, s2, n)
 	return nil
