@@ -23,6 +23,23 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(apiservertest.Main(m)) }
 
+// createWebPod creates the namespace ns (if missing) and a pod "web" in it
+// bound to node.
+func createWebPod(ctx context.Context, t *testing.T, admin kubernetes.Interface, ns, node string) *corev1.Pod {
+	t.Helper()
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	pod, err := admin.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "registry.example/web"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pod
+}
+
 // Events have a rate limiter of their own (issue 14): with multinetd's
 // clients (newAPIClients, as multinetd's ServiceAccount) limited to a burst
 // of 5 requests and then one per 1000 s, a burst of 8 Events on a pod uses
@@ -36,16 +53,7 @@ func TestEventsDoNotHoldBackStatusPatches(t *testing.T) {
 	defer cancel()
 	admin := kubernetes.NewForConfigOrDie(srv.Config())
 	const ns = "events-budget"
-	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	pod, err := admin.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "web"},
-		Spec:       corev1.PodSpec{NodeName: "node-events", Containers: []corev1.Container{{Name: "c", Image: "registry.example/web"}}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pod := createWebPod(ctx, t, admin, ns, "node-events")
 
 	rc := srv.ServiceAccountConfig(t, "deploy/base/multinetd-rbac.yaml", "multinet-system", "multinetd")
 	const burst = 5
@@ -127,16 +135,7 @@ func TestAPIClientsSpeakProtobuf(t *testing.T) {
 	defer cancel()
 	admin := kubernetes.NewForConfigOrDie(srv.Config())
 	const ns = "protobuf"
-	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	pod, err := admin.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "web"},
-		Spec:       corev1.PodSpec{NodeName: "node-pb", Containers: []corev1.Container{{Name: "c", Image: "registry.example/web"}}},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pod := createWebPod(ctx, t, admin, ns, "node-pb")
 	rc := srv.ServiceAccountConfig(t, "deploy/base/multinetd-rbac.yaml", "multinet-system", "multinetd")
 	log := &headerLog{seen: map[string][2]string{}}
 	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { log.next = rt; return log })
