@@ -201,6 +201,10 @@ func TestMultinetdDaemonSet(t *testing.T) {
 		if l, ok := c.Resources.Limits[corev1.ResourceCPU]; ok {
 			t.Errorf("multinetd CPU limit %s: want none (CFS quota throttles the CNI on the pod-start path)", l.String())
 		}
+		// docs/decisions/daemon-resources.md "GOMAXPROCS=1".
+		if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "GOMAXPROCS" && e.Value == "1" }) {
+			t.Error("multinetd's GOMAXPROCS: want 1 (docs/decisions/daemon-resources.md)")
+		}
 		if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
 			return e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName"
 		}) {

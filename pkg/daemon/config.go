@@ -109,8 +109,8 @@ type Config struct {
 	MetricsAddress string `json:"metricsAddress,omitempty"`
 	// MaxInFlight bounds the ADDs run at once, and is the part of the
 	// concurrency slots any CNI operation may use; more wait (bounded by
-	// their deadline). Default: DefaultMaxInFlight(runtime.GOMAXPROCS(0)),
-	// 32 on a 2-CPU node.
+	// their deadline). Default: DefaultMaxInFlight(runtime.NumCPU()), 32
+	// on a 2-CPU node.
 	MaxInFlight int `json:"maxInFlight,omitempty"`
 	// ReservedInFlight are further slots only DEL, CHECK, GC and STATUS
 	// use, so that ADDs (hung delegates) never take all the capacity.
@@ -216,10 +216,12 @@ const (
 	MinMaxInFlight = 16
 )
 
-// DefaultMaxInFlight returns maxInFlight's default for a daemon that may
-// run procs threads at once (runtime.GOMAXPROCS(0): the CPUs it may use,
-// lower under a CPU limit): MaxInFlightPerCPU × procs, at least
-// MinMaxInFlight (also for procs < 1).
+// DefaultMaxInFlight returns maxInFlight's default on a node whose
+// delegates may use procs CPUs (runtime.NumCPU(): the CPUs of multinetd's
+// affinity mask; not GOMAXPROCS, which the deployed multinetd sets to 1 for
+// its own goroutines while its delegates run on every CPU in the node's
+// cgroup): MaxInFlightPerCPU × procs, at least MinMaxInFlight (also for
+// procs < 1).
 func DefaultMaxInFlight(procs int) int {
 	return max(MinMaxInFlight, MaxInFlightPerCPU*procs)
 }
@@ -235,7 +237,7 @@ func Defaults() Config {
 		DevInfoRoot:           devinfo.DefaultRoot,
 		PodResourcesSocket:    "/var/lib/kubelet/pod-resources/kubelet.sock",
 		MetricsAddress:        "127.0.0.1:9390",
-		MaxInFlight:           DefaultMaxInFlight(runtime.GOMAXPROCS(0)),
+		MaxInFlight:           DefaultMaxInFlight(runtime.NumCPU()),
 		ReservedInFlight:      4,
 		DelegateTimeout:       Duration{60 * time.Second},
 		DelegateSlotTimeout:   Duration{10 * time.Second},

@@ -277,16 +277,18 @@ func TestDefaultMaxInFlight(t *testing.T) {
 		}
 	}
 
+	// The loaded default follows the node's CPUs (the delegates'), not
+	// GOMAXPROCS (multinetd's own goroutines: 1 in the DaemonSet).
 	prev := runtime.GOMAXPROCS(0)
 	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
-	for _, procs := range []int{1, 2, 3} {
+	for _, procs := range []int{1, 3} {
 		runtime.GOMAXPROCS(procs)
 		c, err := LoadConfig("")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := DefaultMaxInFlight(procs); c.MaxInFlight != want || Defaults().MaxInFlight != want {
-			t.Errorf("GOMAXPROCS %d: loaded maxInFlight %d, Defaults() %d, want %d", procs, c.MaxInFlight, Defaults().MaxInFlight, want)
+		if want := DefaultMaxInFlight(runtime.NumCPU()); c.MaxInFlight != want || Defaults().MaxInFlight != want {
+			t.Errorf("GOMAXPROCS %d, %d CPUs: loaded maxInFlight %d, Defaults() %d, want %d", procs, runtime.NumCPU(), c.MaxInFlight, Defaults().MaxInFlight, want)
 		}
 	}
 	runtime.GOMAXPROCS(2)
