@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/multinet/multinet/internal/apiservertest"
 	"github.com/multinet/multinet/pkg/kube"
@@ -23,10 +24,23 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(apiservertest.Main(m)) }
 
-// createWebPod creates the namespace ns (if missing) and a pod "web" in it
-// bound to node.
-func createWebPod(ctx context.Context, t *testing.T, admin kubernetes.Interface, ns, node string) *corev1.Pod {
+// clientFixture is the set-up of the API client tests: the shared real API
+// server, a context of a minute, an admin clientset, the namespace ns with
+// a pod "web" bound to node, and a client config of multinetd's
+// ServiceAccount (its RBAC from deploy/base) for newAPIClients.
+type clientFixture struct {
+	ctx   context.Context
+	admin kubernetes.Interface
+	pod   *corev1.Pod
+	rc    *rest.Config
+}
+
+func newClientFixture(t *testing.T, ns, node string) clientFixture {
 	t.Helper()
+	srv := apiservertest.Shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	admin := kubernetes.NewForConfigOrDie(srv.Config())
 	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
@@ -37,7 +51,8 @@ func createWebPod(ctx context.Context, t *testing.T, admin kubernetes.Interface,
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pod
+	rc := srv.ServiceAccountConfig(t, "deploy/base/multinetd-rbac.yaml", "multinet-system", "multinetd")
+	return clientFixture{ctx: ctx, admin: admin, pod: pod, rc: rc}
 }
 
 // Events have a rate limiter of their own (issue 14): with multinetd's
@@ -48,14 +63,9 @@ func createWebPod(ctx context.Context, t *testing.T, admin kubernetes.Interface,
 // would have to wait 1000 s for a token, longer than its context allows,
 // and fail at once (client-go's limiter refuses a wait past the deadline).
 func TestEventsDoNotHoldBackStatusPatches(t *testing.T) {
-	srv := apiservertest.Shared(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	admin := kubernetes.NewForConfigOrDie(srv.Config())
 	const ns = "events-budget"
-	pod := createWebPod(ctx, t, admin, ns, "node-events")
-
-	rc := srv.ServiceAccountConfig(t, "deploy/base/multinetd-rbac.yaml", "multinet-system", "multinetd")
+	f := newClientFixture(t, ns, "node-events")
+	ctx, admin, pod, rc := f.ctx, f.admin, f.pod, f.rc
 	const burst = 5
 	rc.QPS, rc.Burst = 0.001, burst
 	clients, err := newAPIClients(rc)
@@ -130,13 +140,9 @@ func (h *headerLog) RoundTrip(req *http.Request) (*http.Response, error) {
 // ResourceSlices) ask for protobuf and get it from a real API server; the
 // NAD client (a CRD, served as JSON only) asks for JSON.
 func TestAPIClientsSpeakProtobuf(t *testing.T) {
-	srv := apiservertest.Shared(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	admin := kubernetes.NewForConfigOrDie(srv.Config())
 	const ns = "protobuf"
-	pod := createWebPod(ctx, t, admin, ns, "node-pb")
-	rc := srv.ServiceAccountConfig(t, "deploy/base/multinetd-rbac.yaml", "multinet-system", "multinetd")
+	f := newClientFixture(t, ns, "node-pb")
+	ctx, pod, rc := f.ctx, f.pod, f.rc
 	log := &headerLog{seen: map[string][2]string{}}
 	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { log.next = rt; return log })
 	clients, err := newAPIClients(rc)

@@ -82,8 +82,11 @@ func childrenOf(ppid int) []int {
 	want := strconv.Itoa(ppid)
 	return pidsWhere(func(stat string) bool {
 		i := strings.LastIndexByte(stat, ')')
-		f := strings.Fields(stat[i+1:])
-		return i >= 0 && len(f) > 1 && f[1] == want
+		if i < 0 {
+			return false
+		}
+		f := strings.Fields(stat[i+1:]) // f[0] state, f[1] ppid
+		return len(f) > 1 && f[1] == want
 	})
 }
 
