@@ -33,7 +33,13 @@ verify: ## gofmt check, go vet (also the e2e tag), no deprecated API (staticchec
 	hack/verify.sh
 
 .PHONY: test
-test: verify test-unit test-e2e test-multinode chaos-short ## verify, unit tests, the e2e suite on a real cluster, the whole e2e suite again on a 3-node cluster (its single-node tests on multinet-node2, plus the multi-node tests), then the chaos suite's short form (docs/chaos.md)
+test: ## (hack/test.sh: each stage timed, the allowed skips printed first) verify, unit tests, the e2e suite on a real cluster, the whole e2e suite again on a 3-node cluster (its single-node tests on multinet-node2, plus the multi-node tests), then the chaos suite's short form (docs/chaos.md)
+	hack/test.sh
+
+.PHONY: skips
+skips: ## the tests that may skip under CI=true, with why (internal/testskip/allowed.txt); any other skip fails there
+	@echo "== tests that may skip under CI=true (internal/testskip/allowed.txt); any other skip fails its test"
+	@grep -vE '^[[:space:]]*(#|$$)' internal/testskip/allowed.txt | sed 's/^/  /'
 
 .PHONY: packages
 packages: ## install the Debian packages the tests and the cluster need when any is missing (hack/lib/cluster.sh ensure_packages)

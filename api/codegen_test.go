@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/multinet/multinet/internal/testskip"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -30,10 +31,10 @@ func repoRoot(t *testing.T) string {
 // hack/update-codegen.sh generates from the types (hack/verify-codegen.sh).
 func TestGeneratedFilesAreCurrent(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("go is not on PATH: cannot run controller-gen (go tool controller-gen)")
+		testskip.Skip(t, "go is not on PATH: cannot run controller-gen (go tool controller-gen)")
 	}
 	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("bash is not on PATH: cannot run hack/verify-codegen.sh")
+		testskip.Skip(t, "bash is not on PATH: cannot run hack/verify-codegen.sh")
 	}
 	root := repoRoot(t)
 	cmd := exec.Command("bash", filepath.Join(root, "hack", "verify-codegen.sh"))

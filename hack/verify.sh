@@ -28,6 +28,17 @@ if [[ -n $unformatted ]]; then
   exit 1
 fi
 
+# A skip passes silently: tests skip through internal/testskip, which fails an
+# unlisted skip under CI=true (benchmarks, b.Skip, are no verdict and may skip).
+echo "== no direct t.Skip (internal/testskip)"
+direct=$(grep -rnE '\b[a-z]+\.(Skip|Skipf|SkipNow)\(' --include='*.go' . |
+  grep -v -e '^./_output/' -e '^./internal/testskip/' -e 'testskip\.Skip(' -e ':[[:space:]]*//' | grep -vE '\bb\.Skip' || true)
+if [[ -n $direct ]]; then
+  echo "skip through testskip.Skip (internal/testskip), not directly:" >&2
+  echo "$direct" >&2
+  exit 1
+fi
+
 echo "== go vet"
 go vet ./...
 if [[ -d test/e2e ]]; then go vet -tags e2e ./test/e2e/...; fi

@@ -46,6 +46,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/multinet/multinet/internal/testskip"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -598,7 +599,7 @@ func Shared(tb testing.TB) *Server {
 	var missing *missingError
 	switch {
 	case errors.As(shared.err, &missing) && os.Getenv(RequireEnv) != "1":
-		tb.Skipf("needs a real API server: %v (set %s=1 to fail instead)", shared.err, RequireEnv)
+		testskip.Skip(tb, "needs a real API server: %v (set %s=1 to fail instead)", shared.err, RequireEnv)
 	case shared.err != nil:
 		tb.Fatalf("needs a real API server: %v", shared.err)
 	}

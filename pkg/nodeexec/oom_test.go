@@ -3,6 +3,7 @@ package nodeexec
 import (
 	"context"
 	"fmt"
+	"github.com/multinet/multinet/internal/testskip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -69,7 +70,7 @@ func memoryLimit(t *testing.T, path string, bytes int64) {
 func TestDaemonMemoryLimitDoesNotKillDelegates(t *testing.T) {
 	requireRoot(t)
 	if _, err := os.Stat("/sys/fs/cgroup/memory/memory.limit_in_bytes"); err != nil {
-		t.Skip("needs the cgroup v1 memory controller at /sys/fs/cgroup/memory")
+		testskip.Skip(t, "needs the cgroup v1 memory controller at /sys/fs/cgroup/memory")
 	}
 	self, err := os.Executable()
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/multinet/multinet/internal/clusterenv"
+	"github.com/multinet/multinet/internal/testskip"
 	"github.com/multinet/multinet/pkg/status"
 )
 
@@ -80,7 +81,7 @@ func netdevPool(t *testing.T) (string, []string) {
 func requireNetdevs(t *testing.T, devs []string, n int) {
 	t.Helper()
 	if len(devs) < n {
-		t.Skipf("node %s has %d netdev pool devices (%v), this test needs %d in one pod: run it on a node with %d or more (E2E_NODE; the host has 4, multinet-node2 2)", target.Name, len(devs), devs, n, n)
+		testskip.Skip(t, "node %s has %d netdev pool devices (%v), this test needs %d in one pod: run it on a node with %d or more (E2E_NODE; the host has 4, multinet-node2 2)", target.Name, len(devs), devs, n, n)
 	}
 }
 

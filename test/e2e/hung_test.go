@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/multinet/multinet/internal/testskip"
 	"github.com/multinet/multinet/pkg/daemon"
 )
 
@@ -104,7 +105,7 @@ func sleepsLeft(arg string) []string {
 // until the hangs timed out.
 func TestHungDelegateDoesNotStallTheNode(t *testing.T) {
 	if testCluster.env["CNI_MODE"] != "multinet" {
-		t.Skip("needs multinetd")
+		testskip.Skip(t, "needs multinetd (CNI_MODE=%s)", testCluster.env["CNI_MODE"])
 	}
 	ns := newNamespace(t)
 	plugin, started, sleep := installHangingPlugin(t)

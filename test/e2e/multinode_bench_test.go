@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/multinet/multinet/internal/testskip"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -36,7 +37,7 @@ import (
 // ipallocations (apiserver_request_duration_seconds).
 func TestMultiNodeIPAMBench(t *testing.T) {
 	if os.Getenv("MULTINET_E2E_BENCH") != "1" {
-		t.Skip("a benchmark: set MULTINET_E2E_BENCH=1 (make bench-multinode)")
+		testskip.Skip(t, "a benchmark: set MULTINET_E2E_BENCH=1 (make bench-multinode)")
 	}
 	nodes := clusterNodes(t)
 	ns := newNamespace(t)

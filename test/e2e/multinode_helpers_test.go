@@ -25,6 +25,7 @@ import (
 
 	ipamv1alpha1 "github.com/multinet/multinet/api/ipam.multinet.io/v1alpha1"
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
+	"github.com/multinet/multinet/internal/testskip"
 	"github.com/multinet/multinet/pkg/status"
 )
 
@@ -84,7 +85,7 @@ func requireNodes(t *testing.T, n int) []clusterNode {
 	t.Helper()
 	nodes := clusterNodes(t)
 	if len(nodes) < n {
-		t.Skipf("needs a cluster of at least %d nodes, this one has %d: run make test-multinode (NODES=3 make cluster-up, then go test -tags e2e -run TestMultiNode ./test/e2e/)", n, len(nodes))
+		testskip.Skip(t, "needs a cluster of at least %d nodes, this one has %d: run make test-multinode (NODES=3 make cluster-up, then go test -tags e2e -run TestMultiNode ./test/e2e/)", n, len(nodes))
 	}
 	ctx := testContext(t, 30*time.Second)
 	for _, node := range nodes {

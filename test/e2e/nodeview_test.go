@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/multinet/multinet/internal/testskip"
 	"github.com/multinet/multinet/pkg/status"
 )
 
@@ -106,7 +107,7 @@ func memoryCgroup(t *testing.T, pid int) string {
 // capability.
 func TestDelegatesRunInTheNodeView(t *testing.T) {
 	if testCluster.env["CNI_MODE"] != "multinet" {
-		t.Skip("needs multinetd")
+		testskip.Skip(t, "needs multinetd (CNI_MODE=%s)", testCluster.env["CNI_MODE"])
 	}
 	ns := newNamespace(t)
 	plugin := installNodeViewPlugin(t)
@@ -216,7 +217,7 @@ func natRules(t *testing.T) string {
 // from before the restart is torn down from its records.
 func TestDelegateStateSurvivesRestart(t *testing.T) {
 	if testCluster.env["CNI_MODE"] != "multinet" {
-		t.Skip("needs multinetd")
+		testskip.Skip(t, "needs multinetd (CNI_MODE=%s)", testCluster.env["CNI_MODE"])
 	}
 	ns := newNamespace(t)
 	n := nextSubnet()
@@ -278,7 +279,7 @@ func secondaryIP(t *testing.T, p *corev1.Pod, name string) string {
 // torn down cleanly.
 func TestDistributionConflistsAsNADs(t *testing.T) {
 	if testCluster.env["CNI_MODE"] != "multinet" {
-		t.Skip("needs multinetd")
+		testskip.Skip(t, "needs multinetd (CNI_MODE=%s)", testCluster.env["CNI_MODE"])
 	}
 	for _, tc := range []struct {
 		name, dataDir string

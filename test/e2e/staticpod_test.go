@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
+	"github.com/multinet/multinet/internal/testskip"
 	"github.com/multinet/multinet/pkg/status"
 )
 
@@ -26,7 +27,7 @@ import (
 // attachments down (records gone, addresses released).
 func TestStaticPodNetworks(t *testing.T) {
 	if testCluster.env["CNI_MODE"] != "multinet" {
-		t.Skip("needs multinetd")
+		testskip.Skip(t, "needs multinetd (CNI_MODE=%s)", testCluster.env["CNI_MODE"])
 	}
 	dir := target.path(testCluster.mustEnv(t, "STATIC_POD_DIR"))
 	ns := newNamespace(t)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/multinet/multinet/internal/testskip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,7 +58,7 @@ func TestMemcgLimit(t *testing.T) {
 		dir = filepath.Join("/sys/fs/cgroup/memory", fmt.Sprintf("mnbench-test-%d", os.Getpid()))
 	}
 	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Skipf("cannot create a memory cgroup next to this process's (%v)", err)
+		testskip.Skip(t, "cannot create a memory cgroup next to this process's (%v)", err)
 	}
 	defer func() { _ = os.Remove(dir) }()
 	cg := &memcg{dir: dir, v1: self.v1}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/multinet/multinet/internal/testskip"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -242,7 +243,7 @@ func TestManagerRaces(t *testing.T) {
 
 func TestManagerRunWakesForRenewal(t *testing.T) {
 	if testing.Short() {
-		t.Skip("waits for a real renewal")
+		testskip.Skip(t, "waits for a real renewal")
 	}
 	cs := fake.NewClientset()
 	spec := testSpec

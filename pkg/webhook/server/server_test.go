@@ -17,6 +17,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	admissionregv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -168,10 +169,17 @@ func TestRunSelfManagedTLS(t *testing.T) {
 		bundle = mwc.Webhooks[0].ClientConfig.CABundle
 		return len(bundle) > 0
 	})
-	vwc, err := kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "multinet", metav1.GetOptions{})
-	if err != nil || len(vwc.Webhooks) != 2 || *vwc.Webhooks[1].ClientConfig.URL != base+webhook.ValidateNADsPath ||
+	// Run creates the two configurations one after the other: wait for the
+	// validating one as well, not only for the first.
+	var vwc *admissionregv1.ValidatingWebhookConfiguration
+	waitFor(t, "the ValidatingWebhookConfiguration", errc, func() bool {
+		var err error
+		vwc, err = kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "multinet", metav1.GetOptions{})
+		return err == nil && len(vwc.Webhooks) == 2 && bytes.Equal(vwc.Webhooks[1].ClientConfig.CABundle, bundle)
+	})
+	if len(vwc.Webhooks) != 2 || *vwc.Webhooks[1].ClientConfig.URL != base+webhook.ValidateNADsPath ||
 		!bytes.Equal(vwc.Webhooks[1].ClientConfig.CABundle, bundle) {
-		t.Fatalf("validating configuration: %v %+v", err, vwc)
+		t.Fatalf("validating configuration: %+v", vwc)
 	}
 	sec, err := kube.CoreV1().Secrets("multinet-system").Get(ctx, "multinet-webhook-certs", metav1.GetOptions{})
 	if err != nil || !bytes.Equal(sec.Data[certs.CACertKey], bundle) {

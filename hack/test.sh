@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# test.sh: what `make test` runs, stage by stage, with each stage's time. A
+# stage's failure stops the run (later stages are not started); the table of
+# stages and times is printed either way. TEST_STAGES (space-separated make
+# targets) overrides the list.
+#
+# Before the first stage it prints the tests that may skip under CI=true
+# (internal/testskip/allowed.txt): every other skip fails its test there.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+read -r -a stages <<<"${TEST_STAGES:-verify test-unit test-e2e test-multinode chaos-short}"
+
+make --no-print-directory skips
+
+declare -a done_lines=()
+t_all=$SECONDS
+summary() {
+  local line
+  echo
+  echo "== make test: stage times"
+  for line in "${done_lines[@]}"; do echo "  $line"; done
+  echo "  total $((SECONDS - t_all))s"
+}
+
+rc=0
+for s in "${stages[@]}"; do
+  echo "== make test: stage $s ($(date -u +%H:%M:%S) UTC)"
+  t0=$SECONDS
+  make --no-print-directory "$s"
+  rc=$?
+  done_lines+=("$(printf '%-16s %5ds  %s' "$s" $((SECONDS - t0)) "$([[ $rc == 0 ]] && echo ok || echo "FAILED (exit $rc)")")")
+  ((rc == 0)) || break
+done
+summary
+exit "$rc"
