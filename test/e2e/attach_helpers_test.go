@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -199,27 +200,159 @@ func podSpec(ns, name, networks string) *corev1.Pod {
 	return target.pin(p)
 }
 
-// runPod creates the pod and waits until it runs; it returns the pod as
-// the API has it then.
-func runPod(t *testing.T, p *corev1.Pod) *corev1.Pod {
+// runPod creates the pod and waits until it runs with its network-status,
+// then checks that it attached at once (checkFirstAttach): a pod whose first
+// sandboxes failed and that only runs thanks to the kubelet's retries fails
+// the test, unless each of its failures is named by an expectFailedAdd
+// option. It returns the pod as the API has it then.
+func runPod(t *testing.T, p *corev1.Pod, opts ...attachOpt) *corev1.Pod {
 	t.Helper()
-	ctx := testContext(t, 90*time.Second)
+	ctx := testContext(t, 30*time.Second)
 	if _, err := testCluster.kube.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create pod %s/%s: %v", p.Namespace, p.Name, err)
 	}
+	return waitRunning(t, p.Namespace, p.Name, 80*time.Second, opts...)
+}
+
+// waitRunning waits until an existing pod runs with network-status, then
+// checks that it attached at once, as runPod does (for a pod created some
+// other way: kubectl apply, a pod that waited for scheduling).
+func waitRunning(t *testing.T, ns, name string, within time.Duration, opts ...attachOpt) *corev1.Pod {
+	t.Helper()
+	got := waitPodRunning(t, ns, name, within)
+	for _, problem := range firstAttachProblems(t, got, opts...) {
+		t.Errorf("pod %s/%s: %s", ns, name, problem)
+	}
+	return got
+}
+
+// waitPodRunning waits until pod ns/name runs with network-status, without
+// checking how it got there (firstAttachProblems does).
+func waitPodRunning(t *testing.T, ns, name string, within time.Duration) *corev1.Pod {
+	t.Helper()
+	ctx := testContext(t, within+10*time.Second)
 	var got *corev1.Pod
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 80*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
 		var err error
-		got, err = testCluster.kube.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		got, err = testCluster.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}
 		return got.Status.Phase == corev1.PodRunning && got.Annotations[status.Annotation] != "", nil
 	})
 	if err != nil {
-		t.Fatalf("pod %s/%s not running with network-status: %v\n%s", p.Namespace, p.Name, err, podEvents(p.Namespace, p.Name))
+		t.Fatalf("pod %s/%s not running with network-status within %v: %v\n%s", ns, name, within, err, podEvents(ns, name))
 	}
 	return got
+}
+
+// attachOpt is an option of runPod, waitRunning and firstAttachProblems.
+type attachOpt func(*attachOpts)
+
+type attachOpts struct {
+	expected []string // message substrings of failures the test provokes
+}
+
+// expectFailedAdd names a failed ADD the test provokes on purpose: failure
+// Events of the pod whose message contains substr are allowed, and at least
+// one must be there (a provoked failure that did not happen proves nothing
+// either). Failures of any other message still fail the test.
+func expectFailedAdd(substr string) attachOpt {
+	return func(o *attachOpts) { o.expected = append(o.expected, substr) }
+}
+
+// addFailureReasons are the Event reasons that show that a sandbox of a pod
+// did not come up at the first try:
+//   - FailedCreatePodSandBox: the kubelet's RunPodSandbox failed (a failed
+//     CNI ADD, through multinetd or not);
+//   - NetworkAttachFailed: multinetd failed an ADD of the pod (its own
+//     Event, with the network and the delegate's error);
+//   - SandboxChanged: the kubelet killed the pod's sandbox to make a new one
+//     (the first one died or lost its network).
+var addFailureReasons = []string{"FailedCreatePodSandBox", "NetworkAttachFailed", "SandboxChanged"}
+
+// firstAttachProblems returns why running pod p did not attach at the first
+// try (nothing when it did): each failure Event of the pod (addFailureReasons)
+// that no expectFailedAdd names, and each expectFailedAdd no Event matches.
+//
+// Why Events, and why they are complete without a sleep. The API has no count
+// of a pod's sandbox attempts: status.containerStatuses[].restartCount counts
+// restarts of a container within a sandbox, and a failed sandbox never had
+// one; the CRI's sandbox attempt number is not in the API, and containerd
+// removes a sandbox whose network setup failed, so the kubelet's next attempt
+// is attempt 0 again. What does record a failed ADD is the kubelet's
+// FailedCreatePodSandBox Warning, recorded in the same sync that failed,
+// before the retry that succeeds. Being Running is not enough to have seen it:
+// the kubelet's event recorder posts Events from a queue, so an Event can
+// reach the API after the status that says Running. But that queue is FIFO,
+// written by one goroutine, and the kubelet records "Started" for each
+// container only after the sandbox that runs it came up, so once the
+// kubelet's Started Events of every container of p are in the API, every
+// FailedCreatePodSandBox (and SandboxChanged) it recorded before them is too.
+// firstAttachProblems waits for those Started Events (an ordering, not a
+// timeout: it waits as long as they take, up to 60 s). multinetd's
+// NetworkAttachFailed is checked as well, though its own queue is not ordered
+// with the kubelet's: the kubelet's Event is the complete one. Events are
+// matched to p by UID, so a former pod of the same name does not count.
+func firstAttachProblems(t *testing.T, p *corev1.Pod, opts ...attachOpt) []string {
+	t.Helper()
+	var o attachOpts
+	for _, opt := range opts {
+		opt(&o)
+	}
+	ctx := testContext(t, 70*time.Second)
+	var events []corev1.Event
+	var missing []string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := testCluster.kube.CoreV1().Events(p.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + p.Name})
+		if err != nil {
+			return false, nil
+		}
+		events = events[:0]
+		started := map[string]bool{}
+		for _, e := range list.Items {
+			if e.InvolvedObject.UID != "" && e.InvolvedObject.UID != p.UID {
+				continue
+			}
+			events = append(events, e)
+			if e.Reason == "Started" && (e.Source.Component == "kubelet" || e.ReportingController == "kubelet") {
+				started[e.InvolvedObject.FieldPath] = true
+			}
+		}
+		missing = missing[:0]
+		for _, c := range p.Spec.Containers {
+			if !started["spec.containers{"+c.Name+"}"] {
+				missing = append(missing, c.Name)
+			}
+		}
+		return len(missing) == 0, nil
+	})
+	if err != nil {
+		return []string{fmt.Sprintf("the kubelet's Started Events of containers %v are not in the API 60 s after the pod ran (so its earlier Events may not be either): %v\nevents:\n%s", missing, err, podEvents(p.Namespace, p.Name))}
+	}
+	var problems []string
+	seen := make([]bool, len(o.expected))
+	for _, e := range events {
+		if !slices.Contains(addFailureReasons, e.Reason) {
+			continue
+		}
+		named := false
+		for i, want := range o.expected {
+			if strings.Contains(e.Message, want) {
+				seen[i], named = true, true
+			}
+		}
+		if !named {
+			problems = append(problems, fmt.Sprintf("its sandbox failed before it ran (the kubelet's retries hid it): %s %s (%dx, %s): %s",
+				e.Type, e.Reason, max(e.Count, 1), e.Source.Component, e.Message))
+		}
+	}
+	for i, want := range o.expected {
+		if !seen[i] {
+			problems = append(problems, fmt.Sprintf("the failed ADD the test provokes (an Event with %q) did not happen; events:\n%s", want, podEvents(p.Namespace, p.Name)))
+		}
+	}
+	return problems
 }
 
 // podEvents returns the pod's events, one per line, for failure messages.

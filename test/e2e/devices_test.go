@@ -335,22 +335,6 @@ func TestDevicePendingUntilFree(t *testing.T) {
 	assertNoRecords(t, ns)
 }
 
-// waitRunning waits until an existing pod runs with network-status.
-func waitRunning(t *testing.T, ns, name string, within time.Duration) *corev1.Pod {
-	t.Helper()
-	ctx := testContext(t, within+10*time.Second)
-	var got *corev1.Pod
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
-		var err error
-		got, err = testCluster.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		return err == nil && got.Status.Phase == corev1.PodRunning && got.Annotations["k8s.v1.cni.cncf.io/network-status"] != "", nil
-	})
-	if err != nil {
-		t.Fatalf("pod %s/%s does not run within %v: %v\n%s", ns, name, within, err, podEvents(ns, name))
-	}
-	return got
-}
-
 // TestWebhookRejects: the admission webhook denies a malformed selection
 // with a message naming the field, a selection of a NAD that does not exist
 // naming it, and a NAD whose config is no usable CNI config naming the

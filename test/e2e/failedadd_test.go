@@ -34,7 +34,9 @@ func TestFailedAddPodIsDeleted(t *testing.T) {
 		{name: "NAD fixed", between: func(t *testing.T, ns string, net *testNet, working string) {
 			setNADConfig(t, ns, net.Name, working)
 			// kubelet retries the sandbox; with the plugin fixed it starts.
-			p := waitRunning(t, ns, "p", 80*time.Second)
+			// Its earlier sandboxes failed on purpose: those failures name
+			// the missing plugin, and no other may be there.
+			p := waitRunning(t, ns, "p", 80*time.Second, expectFailedAdd(missingPlugin))
 			checkStatusMatchesPod(t, p, []string{"eth0", "net1"})
 		}},
 		{name: "NAD deleted", between: func(t *testing.T, ns string, net *testNet, _ string) {

@@ -105,7 +105,9 @@ func sameIface(t *testing.T, before, now map[string]*podIface, ifName string) {
 }
 
 // hotPlugMetric returns the target node's multinetd's
-// multinet_hotplug_operations_total for result (-1 when it cannot be read).
+// multinet_hotplug_operations_total for result: 0 while no hot-plug of that
+// result happened (the counter has no sample yet). It fails the test when
+// the metrics cannot be read or the sample cannot be parsed.
 func hotPlugMetric(t *testing.T, result string) float64 {
 	t.Helper()
 	m := target.daemonMetrics(t)
@@ -113,12 +115,13 @@ func hotPlugMetric(t *testing.T, result string) float64 {
 	for _, l := range strings.Split(m, "\n") {
 		if v, ok := strings.CutPrefix(l, prefix); ok {
 			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err == nil {
-				return f
+			if err != nil {
+				t.Fatalf("multinetd's metric %q: %v", l, err)
 			}
+			return f
 		}
 	}
-	return -1
+	return 0
 }
 
 // TestHotPlugAddRemove: add one and then two networks to a running pod
@@ -180,7 +183,7 @@ func TestHotPlugAddRemove(t *testing.T) {
 	for _, i := range []string{"eth0", "net2", "net3"} {
 		sameIface(t, now2, now3, i)
 	}
-	if got := hotPlugMetric(t, "succeeded"); okBefore >= 0 && got < okBefore+4 {
+	if got := hotPlugMetric(t, "succeeded"); got < okBefore+4 {
 		t.Errorf("multinet_hotplug_operations_total{result=succeeded} = %v, want at least %v", got, okBefore+4)
 	}
 	t.Logf("hot-plug latencies (PATCH → network-status): %v", took)
@@ -253,6 +256,11 @@ func runningDaemon(t *testing.T, last string) (id string, pid int) {
 // record list exactly its elements), each network holds exactly as many
 // addresses and bridge ports as the annotation selects it, and deleting
 // the pod leaves nothing.
+//
+// The changes, their order and the delays between them come from a random
+// generator whose seed the test logs ("seed N"); MULTINET_E2E_SEED=N runs
+// the same sequence again (the kills' timing within multinetd still
+// varies).
 func TestHotPlugSurvivesDaemonKills(t *testing.T) {
 	ns := newNamespace(t)
 	var nets []*testNet
@@ -261,7 +269,8 @@ func TestHotPlugSurvivesDaemonKills(t *testing.T) {
 	}
 	pool := []string{"n0", "n1", "n2", "n3", "n0@x0", "n1@x1", "n2"}
 	p := runPod(t, podSpec(ns, "vm", "n0"))
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 12))
+	seed := e2eSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 12))
 	ctx := testContext(t, 10*time.Minute)
 	var networks, lastKilled string
 	kills := map[int]bool{12: true, 25: true, 38: true}
@@ -344,6 +353,27 @@ func TestHotPlugSurvivesDaemonKills(t *testing.T) {
 	deletePod(t, ns, p.Name)
 	assertReleased(t, nets...)
 	assertNoRecords(t, ns)
+}
+
+// seedEnv names the variable that replays a random e2e test with the seed
+// it logged.
+const seedEnv = "MULTINET_E2E_SEED"
+
+// e2eSeed returns the seed of a random test: $MULTINET_E2E_SEED when set
+// (it fails the test when that is no unsigned integer), else one from the
+// clock. It logs the seed and how to run the test with it again.
+func e2eSeed(t *testing.T) uint64 {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv(seedEnv); v != "" {
+		s, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", seedEnv, v, err)
+		}
+		seed = s
+	}
+	t.Logf("seed %d (run again with %s=%d E2E_FLAGS='-run ^%s$' hack/e2e.sh)", seed, seedEnv, seed, t.Name())
+	return seed
 }
 
 // recordsText returns the attachment records of pod ns/name, for a
@@ -478,7 +508,7 @@ func TestHotPlugDelegateFailureRolledBack(t *testing.T) {
 	}
 	msg := waitEvent(t, ns, p.Name, "NetworkHotPlugFailed", ns+"/bad", "rolled back")
 	t.Logf("Warning: %s", msg)
-	if got := hotPlugMetric(t, "failed"); failedBefore >= 0 && got < failedBefore+1 {
+	if got := hotPlugMetric(t, "failed"); got < failedBefore+1 {
 		t.Errorf("multinet_hotplug_operations_total{result=failed} = %v, want at least %v", got, failedBefore+1)
 	}
 

@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
@@ -260,11 +261,10 @@ func TestIsolationWebhookRefusesOtherNamespace(t *testing.T) {
 	var ownErr error
 	own := podSpec(a, "own", "net-a")
 	own.Annotations[selection.DefaultNetworkAnnotation] = "net-a"
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
-		if _, ownErr = testCluster.kube.CoreV1().Pods(a).Create(ctx, own, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); ownErr == nil {
-			break
-		}
-	}
+	_ = wait.PollUntilContextTimeout(ctx, 300*time.Millisecond, 15*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, ownErr = testCluster.kube.CoreV1().Pods(a).Create(ctx, own, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return ownErr == nil, nil
+	})
 	if ownErr != nil {
 		t.Errorf("pod selecting its own namespace's NAD: %v, want admitted", ownErr)
 	}

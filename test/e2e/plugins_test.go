@@ -19,6 +19,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/multinet/multinet/pkg/state"
 	"github.com/multinet/multinet/pkg/status"
@@ -708,9 +709,10 @@ func startDHCPServer(t *testing.T, e *pluginEnv, serverLink string) {
 // waitFor polls cond every 100ms until it holds, failing the test after d.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(d); !cond(); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
+	err := wait.PollUntilContextTimeout(testContext(t, d+10*time.Second), 100*time.Millisecond, d, true, func(context.Context) (bool, error) {
+		return cond(), nil
+	})
+	if err != nil {
+		t.Fatalf("timed out after %v waiting for %s: %v", d, what, err)
 	}
 }

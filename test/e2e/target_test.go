@@ -21,6 +21,7 @@ import (
 	"github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // The tests that are not TestMultiNode* run on one node of the cluster, the
@@ -191,10 +192,57 @@ func (n clusterNode) httpGet(ctx context.Context, url string) string {
 }
 
 // daemonMetrics returns multinetd's metrics on the node (its
-// --metrics-address 127.0.0.1:9390, host network), "" when unreachable.
+// --metrics-address 127.0.0.1:9390, host network). It fails the test when
+// they cannot be read within 10 s: a check against a metric that could not
+// be read proves nothing.
 func (n clusterNode) daemonMetrics(t *testing.T) string {
 	t.Helper()
-	return n.httpGet(testContext(t, 10*time.Second), "http://127.0.0.1:9390/metrics")
+	const url = "http://127.0.0.1:9390/metrics"
+	ctx := testContext(t, 15*time.Second)
+	var body string
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(rctx, http.MethodGet, url, nil)
+		resp, err := n.httpClient().Do(req)
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		switch {
+		case err != nil:
+			last = err
+		case resp.StatusCode != http.StatusOK:
+			last = fmt.Errorf("%s: %s", resp.Status, b)
+		case !strings.Contains(string(b), "multinet_"):
+			last = fmt.Errorf("no multinet_ metric in the answer: %.200q", b)
+		default:
+			body = string(b)
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("node %s: multinetd's metrics (%s) cannot be read: %v (last: %v)", n.Name, url, err, last)
+	}
+	return body
+}
+
+// cniOps is multinetd's multinet_cni_operations_total for one command.
+type cniOps struct{ ok, failed float64 }
+
+// daemonCNIOps reads the node's multinetd's multinet_cni_operations_total
+// for command (ADD, DEL, ...): answered with code 0, and with any other
+// code. It fails the test when the metrics cannot be read.
+func (n clusterNode) daemonCNIOps(t *testing.T, command string) cniOps {
+	t.Helper()
+	m := []byte(n.daemonMetrics(t))
+	all := metricSum(m, "multinet_cni_operations_total", `command="`+command+`"`)
+	ok := metricSum(m, "multinet_cni_operations_total", `command="`+command+`"`, `code="0"`)
+	return cniOps{ok: ok, failed: all - ok}
 }
 
 // podGateway is the gateway of the node's pod subnet on its default
