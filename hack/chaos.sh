@@ -4,7 +4,9 @@
 # against the local cluster: rounds of scaling a three-network Deployment
 # 0→N→0 while multinetd is SIGKILLed, the kubelet restarted, the API server
 # paused and a record corrupted, with pods on a hanging delegate alongside;
-# then it counts what is left by kind and exits 1 on any leak.
+# then it counts what is left by kind. It exits 1 when a round's pods were not
+# all Running with complete network-status within -converge after the last
+# fault, when a fault did not happen, or on any leak (docs/chaos.md).
 #
 # When the cluster is up and healthy it is used and left up. Otherwise this
 # script runs cluster-up first and cluster-down after (CHAOS_KEEP_CLUSTER=1
@@ -42,6 +44,8 @@ finish() {
 }
 trap 'finish 130' INT TERM
 
+log "unit tests of test/chaos (the verdict)"
+go test -tags chaos ./test/chaos/ || die "go test -tags chaos ./test/chaos/ failed"
 log "building test/chaos"
 go build -tags chaos -o "$OUT_DIR/chaos" ./test/chaos || die "go build -tags chaos ./test/chaos failed"
 

@@ -64,6 +64,8 @@ type options struct {
 	devicePods          int
 	pause               time.Duration
 	upTimeout           time.Duration
+	converge            time.Duration
+	breakDelegate       bool
 	downTimeout         time.Duration
 	settleTimeout       time.Duration
 	statusGrace         time.Duration
@@ -91,7 +93,9 @@ func parseFlags() *options {
 	flag.IntVar(&o.hangPods, "hang-pods", 3, "pods selecting the hanging delegate (present during every round)")
 	flag.IntVar(&o.devicePods, "device-pods", 2, "replicas of a second Deployment selecting the netdev device network, scaled with the first (0: none; needs hack/cluster-devices.sh's pool)")
 	flag.DurationVar(&o.pause, "apiserver-pause", 5*time.Second, "how long the API server is stopped (SIGSTOP … SIGCONT), once a round")
-	flag.DurationVar(&o.upTimeout, "up-timeout", 6*time.Minute, "bound of one scale-up (all pods Running)")
+	flag.DurationVar(&o.upTimeout, "up-timeout", 6*time.Minute, "scale-up: when the faults planned for progress not reached by then fire anyway")
+	flag.DurationVar(&o.converge, "converge", 5*time.Minute, "the verdict's bound: a round fails unless every pod wanted is Running with complete network-status within this after the end of the scale-up's last fault")
+	flag.BoolVar(&o.breakDelegate, "break-delegate", false, "demonstration: net-c's delegate is a plugin whose ADD always fails (exit 1); the run must FAIL")
 	flag.DurationVar(&o.downTimeout, "down-timeout", 4*time.Minute, "bound of one scale-down (all pods gone)")
 	flag.DurationVar(&o.settleTimeout, "settle-timeout", 5*time.Minute, "after the last round: how long to wait for everything to be released (multinetd reaps a record of a sandbox the runtime removed once it is reapMinAge, 3 min, old)")
 	flag.DurationVar(&o.statusGrace, "status-grace", 60*time.Second, "after a scale-up: how long a Running pod's network-status may take to land (it is retried in the background when a PATCH fails)")
@@ -285,6 +289,21 @@ esac
 exit 0
 `
 
+// failPlugin is the delegate of -break-delegate (the demonstration that a
+// broken multinet fails the suite): ADD always fails with exit 1; DEL,
+// CHECK, GC and STATUS succeed, so that the pods can still be deleted.
+const failPlugin = `#!/bin/sh
+# multinet chaos suite (-break-delegate): a delegate whose ADD always fails.
+case "$CNI_COMMAND" in
+ADD) echo '{"cniVersion":"0.4.0","code":999,"msg":"multinet chaos -break-delegate: this ADD always fails"}'; exit 1 ;;
+VERSION) echo '{"cniVersion":"0.4.0","supportedVersions":["0.3.1","0.4.0","1.0.0"]}' ;;
+esac
+exit 0
+`
+
+// brokenNet is the network -break-delegate breaks.
+const brokenNet = "net-c"
+
 type suite struct {
 	o   *options
 	c   *cluster
@@ -294,6 +313,8 @@ type suite struct {
 	nets       []*bridgeNet
 	hangType   string
 	hangPath   string
+	failType   string // -break-delegate's plugin
+	failPath   string
 	netdev     bool   // device pods run
 	netdevRes  string // resource name
 	netdevDevs []string
@@ -302,16 +323,9 @@ type suite struct {
 	results  []roundResult
 	lastKill int
 	killsAll int
-}
 
-type roundResult struct {
-	round             int
-	kills             int
-	upTime, downTime  time.Duration
-	upRunning, upWant int
-	checked           int
-	incomplete        []string
-	events            []string
+	faultMu   sync.Mutex
+	lastFault time.Time // when the last fault ended
 }
 
 func (s *suite) setup() error {
@@ -337,11 +351,18 @@ func (s *suite) setup() error {
 			Subnet:  fmt.Sprintf("10.213.%d.0/24", i+1),
 			DataDir: filepath.Join(s.c.env["CNI_IPAM_DIR"], "chaos", s.ns+"-net-"+string(rune('a'+i))),
 		}
-		conf := map[string]any{"cniVersion": v, "name": n.Name, "plugins": []any{map[string]any{
+		plugin := map[string]any{
 			"type": "bridge", "bridge": n.Bridge,
 			"ipam": map[string]any{"type": "host-local", "dataDir": n.DataDir,
 				"ranges": [][]map[string]string{{{"subnet": n.Subnet}}}},
-		}}}
+		}
+		if s.o.breakDelegate && n.Name == brokenNet {
+			if err := s.writeFailPlugin(tag); err != nil {
+				return err
+			}
+			plugin, n.Bridge = map[string]any{"type": s.failType}, ""
+		}
+		conf := map[string]any{"cniVersion": v, "name": n.Name, "plugins": []any{plugin}}
 		if err := s.createNAD(n.Name, conf, nil); err != nil {
 			return err
 		}
@@ -358,26 +379,8 @@ func (s *suite) setup() error {
 		}
 	}
 	if s.o.devicePods > 0 {
-		denv, err := clusterenv.Read(filepath.Join(s.c.env["MULTINET_CLUSTER_DIR"], "multinet", "devices.env"))
-		if err != nil {
-			logf("no device pool (%v): running without device pods", err)
-		} else {
-			s.netdev = true
-			s.netdevRes = denv["NETDEV_RESOURCE"]
-			s.netdevDevs = strings.Split(denv["NETDEV_DEVICES"], ",")
-			if s.o.devicePods > len(s.netdevDevs) {
-				return fmt.Errorf("-device-pods %d: the netdev pool has %d devices", s.o.devicePods, len(s.netdevDevs))
-			}
-			dataDir := filepath.Join(s.c.env["CNI_IPAM_DIR"], "chaos", s.ns+"-"+netdevNAD)
-			s.nets = append(s.nets, &bridgeNet{Name: netdevNAD, DataDir: dataDir})
-			if err := s.createNAD(netdevNAD, map[string]any{
-				"cniVersion": "1.1.0", "name": netdevNAD, "type": "multinet-netdev",
-				"capabilities": map[string]bool{"deviceID": true, "CNIDeviceInfoFile": true},
-				"ipam": map[string]any{"type": "host-local", "dataDir": dataDir,
-					"ranges": [][]map[string]string{{{"subnet": "10.213.9.0/24"}}}},
-			}, map[string]string{"k8s.v1.cni.cncf.io/resourceName": s.netdevRes}); err != nil {
-				return err
-			}
+		if err := s.setupDevices(); err != nil {
+			return err
 		}
 	}
 	if err := s.createDeployment(depName, "net-a,net-b,net-c"); err != nil {
@@ -403,6 +406,36 @@ func (s *suite) setup() error {
 		}
 	}
 	return nil
+}
+
+// writeFailPlugin installs the broken delegate of -break-delegate.
+func (s *suite) writeFailPlugin(tag string) error {
+	s.failType = "mne-chaos-fail-" + tag
+	s.failPath = filepath.Join(s.c.env["CNI_BIN_DIR"], s.failType)
+	if err := os.WriteFile(s.failPath, []byte(failPlugin), 0o755); err != nil {
+		return fmt.Errorf("-break-delegate: install the failing plugin: %w", err)
+	}
+	logf("-break-delegate: %s's delegate is %s, whose ADD always fails: this run must FAIL", brokenNet, s.failPath)
+	return nil
+}
+
+// setupDevices creates the netdev NAD on the pool of hack/cluster-devices.sh;
+// without the pool the run cannot do what it says and fails.
+func (s *suite) setupDevices() error {
+	denv, err := clusterenv.Read(filepath.Join(s.c.env["MULTINET_CLUSTER_DIR"], "multinet", "devices.env"))
+	s.netdevRes, s.netdevDevs, err = devicePool(s.o.devicePods, denv, err)
+	if err != nil {
+		return err
+	}
+	s.netdev = true
+	dataDir := filepath.Join(s.c.env["CNI_IPAM_DIR"], "chaos", s.ns+"-"+netdevNAD)
+	s.nets = append(s.nets, &bridgeNet{Name: netdevNAD, DataDir: dataDir})
+	return s.createNAD(netdevNAD, map[string]any{
+		"cniVersion": "1.1.0", "name": netdevNAD, "type": "multinet-netdev",
+		"capabilities": map[string]bool{"deviceID": true, "CNIDeviceInfoFile": true},
+		"ipam": map[string]any{"type": "host-local", "dataDir": dataDir,
+			"ranges": [][]map[string]string{{{"subnet": "10.213.9.0/24"}}}},
+	}, map[string]string{"k8s.v1.cni.cncf.io/resourceName": s.netdevRes})
 }
 
 func (s *suite) createNAD(name string, conf any, annotations map[string]string) error {
@@ -518,23 +551,25 @@ func (s *suite) plan(round int) []*event {
 	return evs
 }
 
-// executor runs the fired events one after the other.
+// executor runs the fired events one after the other and records each as
+// a fault, done or not.
 type executor struct {
-	s    *suite
-	r    *roundResult
-	ch   chan *event
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	done []string
+	s       *suite
+	ch      chan *event
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	pending int
+	faults  []fault
 }
 
-func (s *suite) newExecutor(r *roundResult) *executor {
-	x := &executor{s: s, r: r, ch: make(chan *event, 32)}
+func (s *suite) newExecutor() *executor {
+	x := &executor{s: s, ch: make(chan *event, 32)}
 	go func() {
 		for ev := range x.ch {
-			msg := s.fire(ev, r)
+			f := s.fire(ev)
 			x.mu.Lock()
-			x.done = append(x.done, msg)
+			x.faults = append(x.faults, f)
+			x.pending--
 			x.mu.Unlock()
 			x.wg.Done()
 		}
@@ -547,8 +582,26 @@ func (x *executor) fire(ev *event) {
 		return
 	}
 	ev.fired = true
+	x.mu.Lock()
+	x.pending++
+	x.mu.Unlock()
 	x.wg.Add(1)
 	x.ch <- ev
+}
+
+// idle: every fault fired so far is over.
+func (x *executor) idle() bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.pending == 0
+}
+
+// done waits for the fired faults and returns them all.
+func (x *executor) done() []fault {
+	x.wg.Wait()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return append([]fault(nil), x.faults...)
 }
 
 // trigger fires the events of phase whose progress point is reached.
@@ -560,23 +613,54 @@ func (x *executor) trigger(evs []*event, phase string, progress float64) {
 	}
 }
 
-func (s *suite) fire(ev *event, r *roundResult) string {
+// allFired: every event of phase has been fired.
+func allFired(evs []*event, phase string) bool {
+	for _, ev := range evs {
+		if ev.phase == phase && !ev.fired {
+			return false
+		}
+	}
+	return true
+}
+
+// fire injects one fault and notes when the last one ended.
+func (s *suite) fire(ev *event) fault {
 	t0 := time.Since(start)
 	var msg string
+	var err error
 	switch ev.kind {
 	case "kill":
-		msg = s.killMultinetd()
-		r.kills++
+		msg, err = s.killMultinetd()
 	case "kubelet":
-		msg = s.restartKubelet()
+		msg, err = s.restartKubelet()
 	case "pause":
-		msg = s.pauseAPIServer()
+		msg, err = s.pauseAPIServer()
 	case "corrupt":
-		msg = s.corruptRecord()
+		msg, err = s.corruptRecord()
+	default:
+		err = fmt.Errorf("NOT DONE: unknown fault %q", ev.kind)
 	}
-	msg = fmt.Sprintf("+%.0fs %s %s@%.0f%%: %s", t0.Seconds(), ev.kind, ev.phase, ev.at*100, msg)
-	logf("%s", msg)
-	return msg
+	f := fault{kind: ev.kind, phase: ev.phase, at: ev.at, done: err == nil, msg: msg}
+	if err != nil {
+		f.msg = err.Error()
+	}
+	f.msg = fmt.Sprintf("+%.0fs %s", t0.Seconds(), f.msg)
+	logf("%s", f)
+	s.faultMu.Lock()
+	s.lastFault = time.Now()
+	s.faultMu.Unlock()
+	return f
+}
+
+// boundFrom is when the bound (-converge) of a scale-up that began at t0
+// starts: at the end of the last fault, or at t0 when that is later.
+func (s *suite) boundFrom(t0 time.Time) time.Time {
+	s.faultMu.Lock()
+	defer s.faultMu.Unlock()
+	if s.lastFault.After(t0) {
+		return s.lastFault
+	}
+	return t0
 }
 
 // multinetdPID returns the host PID of the running multinetd container's
@@ -622,20 +706,20 @@ func alive(pid int) bool {
 	return i > 0 && i+2 < len(b) && b[i+2] != 'Z'
 }
 
-func (s *suite) killMultinetd() string {
+func (s *suite) killMultinetd() (string, error) {
 	t0 := time.Now()
 	for {
 		pid, err := s.multinetdPID()
 		if err == nil {
 			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-				return fmt.Sprintf("kill %d: %v", pid, err)
+				return "", fmt.Errorf("kill multinetd pid %d: %w", pid, err)
 			}
 			s.lastKill = pid
 			s.killsAll++
-			return fmt.Sprintf("multinetd pid %d SIGKILLed (waited %.0fs for a running one)", pid, time.Since(t0).Seconds())
+			return fmt.Sprintf("multinetd pid %d SIGKILLed (waited %.0fs for a running one)", pid, time.Since(t0).Seconds()), nil
 		}
 		if time.Since(t0) > s.o.multinetdWaitBudget {
-			return fmt.Sprintf("NOT KILLED: no running multinetd within %v: %v", s.o.multinetdWaitBudget, err)
+			return "", fmt.Errorf("NOT KILLED: no running multinetd within %v: %w", s.o.multinetdWaitBudget, err)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
@@ -644,7 +728,7 @@ func (s *suite) killMultinetd() string {
 // restartKubelet: SIGTERM, then the same command line again with the same
 // log file and PID file (hack/cluster-devices.sh restart-kubelet, which is
 // cluster-up's start_component); waits until the node is Ready.
-func (s *suite) restartKubelet() string {
+func (s *suite) restartKubelet() (string, error) {
 	t0 := time.Now()
 	root := os.Getenv("MULTINET_ROOT") // hack/chaos.sh runs it from the repository's root
 	if root == "" {
@@ -656,9 +740,9 @@ func (s *suite) restartKubelet() string {
 	cmd.Env = append(os.Environ(), "MULTINET_CLUSTER_ENV="+s.o.env)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Sprintf("FAILED after %.0fs: %v: %s", time.Since(t0).Seconds(), err, strings.TrimSpace(string(out)))
+		return "", fmt.Errorf("NOT RESTARTED: hack/cluster-devices.sh restart-kubelet failed after %.0fs: %w: %s", time.Since(t0).Seconds(), err, strings.TrimSpace(string(out)))
 	}
-	return fmt.Sprintf("kubelet restarted, node Ready again after %.1fs", time.Since(t0).Seconds())
+	return fmt.Sprintf("kubelet restarted, node Ready again after %.1fs", time.Since(t0).Seconds()), nil
 }
 
 var (
@@ -698,29 +782,29 @@ func (s *suite) componentPID(name string) (int, error) {
 	return pid, nil
 }
 
-func (s *suite) pauseAPIServer() string {
+func (s *suite) pauseAPIServer() (string, error) {
 	pid, err := s.componentPID("kube-apiserver")
 	if err != nil {
-		return "NOT PAUSED: " + err.Error()
+		return "", fmt.Errorf("NOT PAUSED: %w", err)
 	}
 	apiServerMu.Lock()
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		apiServerMu.Unlock()
-		return fmt.Sprintf("SIGSTOP %d: %v", pid, err)
+		return "", fmt.Errorf("NOT PAUSED: SIGSTOP kube-apiserver pid %d: %w", pid, err)
 	}
 	apiServerStopped = pid
 	apiServerMu.Unlock()
 	time.Sleep(s.o.pause)
 	resumeAPIServer()
-	return fmt.Sprintf("kube-apiserver pid %d stopped for %v, then SIGCONT", pid, s.o.pause)
+	return fmt.Sprintf("kube-apiserver pid %d stopped for %v, then SIGCONT", pid, s.o.pause), nil
 }
 
 // corruptRecord overwrites the attachment record of a running pod of the
 // three-network Deployment with garbage.
-func (s *suite) corruptRecord() string {
+func (s *suite) corruptRecord() (string, error) {
 	pods, err := s.listPods("deployment=" + depName)
 	if err != nil {
-		return "NOT CORRUPTED: list pods: " + err.Error()
+		return "", fmt.Errorf("NOT CORRUPTED: list pods: %w", err)
 	}
 	runningPods := map[string]bool{}
 	for i := range pods {
@@ -728,7 +812,10 @@ func (s *suite) corruptRecord() string {
 			runningPods[pods[i].Name] = true
 		}
 	}
-	recs, _ := readRecords(s.c.recordsDir())
+	recs, err := readRecords(s.c.recordsDir())
+	if err != nil {
+		return "", fmt.Errorf("NOT CORRUPTED: %w", err)
+	}
 	var names []string
 	for f, r := range recs {
 		if r != nil && r.PodNamespace == s.ns && runningPods[r.PodName] {
@@ -736,116 +823,126 @@ func (s *suite) corruptRecord() string {
 		}
 	}
 	if len(names) == 0 {
-		return "NOT CORRUPTED: no record of a running pod"
+		return "", errors.New("NOT CORRUPTED: no record of a running pod")
 	}
 	sort.Strings(names)
 	f := names[s.rnd.IntN(len(names))]
 	garbage := append([]byte(`{"version":2,"containerID":`), []byte(randHex(24))...)
 	if err := os.WriteFile(filepath.Join(s.c.recordsDir(), f), garbage, 0o600); err != nil {
-		return "NOT CORRUPTED: " + err.Error()
+		return "", fmt.Errorf("NOT CORRUPTED: %w", err)
 	}
-	return fmt.Sprintf("record %s of pod %s overwritten with %d bytes of garbage", f, recs[f].PodName, len(garbage))
+	return fmt.Sprintf("record %s of pod %s overwritten with %d bytes of garbage", f, recs[f].PodName, len(garbage)), nil
 }
 
 // ---- one round ---------------------------------------------------------------
 
 func (s *suite) round(i int) roundResult {
-	r := roundResult{round: i, upWant: s.o.pods}
+	r := roundResult{round: i, wanted: s.o.pods}
+	if s.netdev {
+		r.wanted += s.o.devicePods
+	}
 	evs := s.plan(i)
+	r.planned = len(evs)
 	var planned []string
 	for _, ev := range evs {
 		planned = append(planned, fmt.Sprintf("%s@%s:%.0f%%", ev.kind, ev.phase, ev.at*100))
 	}
 	logf("round %d: 0→%d→0; chaos: %s", i, s.o.pods, strings.Join(planned, " "))
-	x := s.newExecutor(&r)
+	x := s.newExecutor()
 
-	// Scale up.
 	t0 := time.Now()
-	if err := s.scale(depName, s.o.pods); err != nil {
-		fatalf("scale up: %v", err)
-	}
-	if s.netdev {
-		if err := s.scale(devDepName, s.o.devicePods); err != nil {
-			fatalf("scale up %s: %v", devDepName, err)
-		}
-	}
-	want := s.o.pods
-	if s.netdev {
-		want += s.o.devicePods
-	}
-	lastLog := time.Now()
-	for {
-		pods, err := s.listPods("app=" + appLabel)
-		if err == nil {
-			n := 0
-			for i := range pods {
-				if running(&pods[i]) {
-					n++
-				}
-			}
-			r.upRunning = n
-			x.trigger(evs, "up", float64(n)/float64(want))
-			if n >= want {
-				break
-			}
-			if time.Since(lastLog) > 20*time.Second {
-				logf("round %d: %d/%d Running", i, n, want)
-				lastLog = time.Now()
-			}
-		}
-		if time.Since(t0) > s.o.upTimeout {
-			logf("round %d: scale-up NOT complete after %v: %d/%d Running", i, s.o.upTimeout, r.upRunning, want)
-			break
-		}
-		time.Sleep(time.Second)
-	}
+	s.scaleAll(s.o.pods, s.o.devicePods)
+	s.waitUp(&r, x, evs, t0)
 	r.upTime = time.Since(t0)
-	r.upWant = want
-	x.trigger(evs, "up", 1.1)
-	x.wg.Wait()
-	logf("round %d: scale-up: %d/%d Running in %.0fs; checking network-status and interfaces", i, r.upRunning, want, r.upTime.Seconds())
+	logf("round %d: scale-up: %d/%d Running, %d with complete network-status, in %.0fs; checking interfaces", i, r.running, r.wanted, r.complete, r.upTime.Seconds())
+	for _, m := range r.notComplete {
+		logf("  network-status not complete: %s", m)
+	}
 	r.checked, r.incomplete = s.checkPods()
 	logf("round %d: %d Running pods checked, %d incomplete", i, r.checked, len(r.incomplete))
 	for _, m := range r.incomplete {
 		logf("  incomplete: %s", m)
 	}
 
-	// Scale down.
 	t1 := time.Now()
-	if err := s.scale(depName, 0); err != nil {
-		fatalf("scale down: %v", err)
+	s.scaleAll(0, 0)
+	s.waitDown(i, x, evs, max(r.running, 1))
+	x.trigger(evs, "down", 1.1)
+	r.faults = x.done()
+	close(x.ch)
+	r.downTime = time.Since(t1)
+	logf("round %d: scale-down in %.0fs; %d of %d faults done", i, r.downTime.Seconds(), r.faultsDone(), r.planned)
+	return r
+}
+
+// scaleAll scales the Deployment to pods and the device Deployment (when
+// it runs) to devicePods.
+func (s *suite) scaleAll(pods, devicePods int) {
+	if err := s.scale(depName, pods); err != nil {
+		fatalf("scale %s to %d: %v", depName, pods, err)
 	}
 	if s.netdev {
-		if err := s.scale(devDepName, 0); err != nil {
-			fatalf("scale down %s: %v", devDepName, err)
+		if err := s.scale(devDepName, devicePods); err != nil {
+			fatalf("scale %s to %d: %v", devDepName, devicePods, err)
 		}
 	}
-	lastLog = time.Now()
+}
+
+// waitUp fires the scale-up's faults as pods come up (those not reached by
+// -up-timeout fire then) and returns once every pod wanted is Running with
+// complete network-status and every fault is over, or once the bound
+// (-converge) after the end of the last fault has passed. It leaves the
+// last counts in r.
+func (s *suite) waitUp(r *roundResult, x *executor, evs []*event, t0 time.Time) {
+	lastLog := time.Now()
+	for {
+		quiet := x.idle() && allFired(evs, "up")
+		pods, err := s.listPods("app=" + appLabel)
+		if err == nil {
+			c := countPods(pods)
+			r.running, r.complete, r.notComplete = c.running, c.complete, c.notComplete
+			x.trigger(evs, "up", float64(c.running)/float64(r.wanted))
+			if quiet && c.running >= r.wanted && c.complete >= r.wanted {
+				return
+			}
+		}
+		if time.Since(t0) > s.o.upTimeout {
+			x.trigger(evs, "up", 1.1)
+		}
+		if quiet && time.Since(s.boundFrom(t0)) > s.o.converge {
+			logf("round %d: NOT converged %v after the last fault: %d/%d Running, %d with complete network-status", r.round, s.o.converge, r.running, r.wanted, r.complete)
+			return
+		}
+		if time.Since(lastLog) > 20*time.Second {
+			logf("round %d: %d/%d Running, %d with complete network-status", r.round, r.running, r.wanted, r.complete)
+			lastLog = time.Now()
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// waitDown fires the scale-down's faults as pods go and returns once every
+// pod is gone or -down-timeout has passed.
+func (s *suite) waitDown(i int, x *executor, evs []*event, from int) {
+	t0, lastLog := time.Now(), time.Now()
 	for {
 		pods, err := s.listPods("app=" + appLabel)
 		if err == nil {
-			x.trigger(evs, "down", 1-float64(len(pods))/float64(max(r.upRunning, 1)))
+			x.trigger(evs, "down", 1-float64(len(pods))/float64(from))
 			if len(pods) == 0 {
-				break
+				return
 			}
 			if time.Since(lastLog) > 20*time.Second {
 				logf("round %d: %d pods left", i, len(pods))
 				lastLog = time.Now()
 			}
 		}
-		if time.Since(t1) > s.o.downTimeout {
+		if time.Since(t0) > s.o.downTimeout {
 			logf("round %d: scale-down NOT complete after %v", i, s.o.downTimeout)
-			break
+			return
 		}
 		time.Sleep(time.Second)
 	}
-	x.trigger(evs, "down", 1.1)
-	x.wg.Wait()
-	close(x.ch)
-	r.downTime = time.Since(t1)
-	r.events = x.done
-	logf("round %d: scale-down in %.0fs", i, r.downTime.Seconds())
-	return r
 }
 
 // checkPods checks every Running pod of the Deployments: network-status
@@ -863,11 +960,10 @@ func (s *suite) checkPods() (int, []string) {
 	if err != nil {
 		return 0, []string{"cannot list pods: " + err.Error()}
 	}
-	type item struct{ name, dep string }
-	var todo []item
+	var todo []string
 	for i := range pods {
 		if running(&pods[i]) {
-			todo = append(todo, item{pods[i].Name, pods[i].Labels["deployment"]})
+			todo = append(todo, pods[i].Name)
 		}
 	}
 	var mu sync.Mutex
@@ -875,19 +971,15 @@ func (s *suite) checkPods() (int, []string) {
 	sem := make(chan struct{}, max(1, s.o.execParallel))
 	var wg sync.WaitGroup
 	checked := 0
-	for _, it := range todo {
+	for _, name := range todo {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			want := []string{"net-a", "net-b", "net-c"}
-			if it.dep == devDepName {
-				want = []string{netdevNAD}
-			}
 			var why string
 			gone := false
 			for {
-				why, gone = s.checkPod(it.name, want)
+				why, gone = s.checkPod(name)
 				if why == "" || gone || time.Now().After(deadline) {
 					break
 				}
@@ -900,7 +992,7 @@ func (s *suite) checkPods() (int, []string) {
 			}
 			checked++
 			if why != "" {
-				bad = append(bad, it.name+": "+why)
+				bad = append(bad, name+": "+why)
 			}
 		}()
 	}
@@ -911,7 +1003,7 @@ func (s *suite) checkPods() (int, []string) {
 
 // checkPod returns why the pod's network-status or interfaces are
 // incomplete ("" when complete), or gone when it is not running any more.
-func (s *suite) checkPod(name string, nets []string) (why string, gone bool) {
+func (s *suite) checkPod(name string) (why string, gone bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	p, err := s.c.kube.CoreV1().Pods(s.ns).Get(ctx, name, metav1.GetOptions{})
 	cancel()
@@ -924,27 +1016,17 @@ func (s *suite) checkPod(name string, nets []string) (why string, gone bool) {
 	if !running(p) {
 		return "", true
 	}
-	raw := p.Annotations[status.Annotation]
-	if raw == "" {
-		return "no network-status", false
-	}
-	list, err := status.Decode(raw)
+	nets, err := requestedNetworks(p)
 	if err != nil {
-		return "network-status: " + err.Error(), false
+		return err.Error(), false
 	}
-	wantIf := []string{"eth0"}
-	wantNet := []string{""}
-	for i, n := range nets {
-		wantIf = append(wantIf, fmt.Sprintf("net%d", i+1))
-		wantNet = append(wantNet, s.ns+"/"+n)
+	list, why := statusProblem(p.Annotations[status.Annotation], nets)
+	if why != "" {
+		return why, false
 	}
-	if len(list) != len(wantIf) {
-		return fmt.Sprintf("network-status has %d entries, want %d: %s", len(list), len(wantIf), raw), false
-	}
-	for i, st := range list {
-		if st.Interface != wantIf[i] || (i > 0 && st.Name != wantNet[i]) || st.Default != (i == 0) || len(st.IPs) == 0 || st.Mac == "" {
-			return fmt.Sprintf("network-status[%d] = %s/%s default=%v ips=%v mac=%q, want interface %s of %q", i, st.Name, st.Interface, st.Default, st.IPs, st.Mac, wantIf[i], wantNet[i]), false
-		}
+	wantIf := make([]string, 0, len(list))
+	for _, st := range list {
+		wantIf = append(wantIf, st.Interface)
 	}
 	out, err := s.c.kubectl(context.Background(), 30*time.Second, "-n", s.ns, "exec", name, "--", "sh", "-c", "ip -o link; echo ---; ip -o addr")
 	if err != nil {
@@ -1376,6 +1458,7 @@ func main() {
 		fatalf("inventory before the run: %v", err)
 	}
 	if err := s.setup(); err != nil {
+		s.cleanup()
 		fatalf("setup: %v", err)
 	}
 	// The device pool's devices present before the run are the baseline's.
@@ -1428,31 +1511,52 @@ func main() {
 }
 
 func (s *suite) report(k kinds, inv *inventory, settle time.Duration) int {
+	var b strings.Builder
+	s.reportHeader(&b)
+	fmt.Fprintf(&b, "\n%s\n", roundHeader)
+	for _, r := range s.results {
+		fmt.Fprintln(&b, roundRow(r))
+	}
+	fmt.Fprintf(&b, "\nfaults:\n")
+	for _, r := range s.results {
+		for _, f := range r.faults {
+			fmt.Fprintf(&b, "  round %d %s\n", r.round, f)
+		}
+	}
+	s.reportLeft(&b, k, inv, settle)
+	reasons := verdict(s.results, s.o.converge, k.total())
+	if len(reasons) == 0 {
+		fmt.Fprintf(&b, "\nRESULT: PASS (every pod wanted Running with complete network-status within %v after the last fault, every fault done, nothing left)\n", s.o.converge)
+		fmt.Print(b.String())
+		return 0
+	}
+	fmt.Fprintf(&b, "\nRESULT: FAIL\n")
+	for _, why := range reasons {
+		fmt.Fprintf(&b, "  FAIL: %s\n", why)
+	}
+	fmt.Print(b.String())
+	return 1
+}
+
+func (s *suite) reportHeader(b *strings.Builder) {
 	o := s.o
-	incomplete, checked, running, want, kills := 0, 0, 0, 0, 0
+	fmt.Fprintf(b, "\n== multinet chaos suite: %s\n", o.printedCommandLine)
+	fmt.Fprintf(b, "   %s, seed %d, node %s, %.0fs in all\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), o.seed, s.c.env["NODE_NAME"], time.Since(start).Seconds())
+	fmt.Fprintf(b, "   %d rounds of 0→%d→0 (+%d netdev pods), pods on net-a (bridge, CNI 1.0.0), net-b (1.1.0), net-c (0.4.0); %d hang pods (net-a + a delegate whose ADD hangs)\n",
+		o.rounds, o.pods, map[bool]int{true: o.devicePods}[s.netdev], o.hangPods)
+	if o.breakDelegate {
+		fmt.Fprintf(b, "   -break-delegate: %s's delegate is %s, whose ADD always fails\n", brokenNet, s.failType)
+	}
+	fmt.Fprintf(b, "   verdict: a round fails unless every pod wanted is Running with complete network-status within %v (-converge) after its scale-up's last fault, and every fault planned happened\n", o.converge)
+}
+
+func (s *suite) reportLeft(b *strings.Builder, k kinds, inv *inventory, settle time.Duration) {
+	incomplete, checked := 0, 0
 	for _, r := range s.results {
 		incomplete += len(r.incomplete)
 		checked += r.checked
-		running += r.upRunning
-		want += r.upWant
-		kills += r.kills
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "\n== multinet chaos suite: %s\n", o.printedCommandLine)
-	fmt.Fprintf(&b, "   %s, seed %d, node %s, %.0fs in all\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), o.seed, s.c.env["NODE_NAME"], time.Since(start).Seconds())
-	fmt.Fprintf(&b, "   %d rounds of 0→%d→0 (+%d netdev pods), pods on net-a (bridge, CNI 1.0.0), net-b (1.1.0), net-c (0.4.0); %d hang pods (net-a + a delegate whose ADD hangs)\n",
-		o.rounds, o.pods, map[bool]int{true: o.devicePods}[s.netdev], o.hangPods)
-	fmt.Fprintf(&b, "\n| round | scale-up | Running | checked | incomplete | scale-down | multinetd kills | events |\n|---|---|---|---|---|---|---|---|\n")
-	for _, r := range s.results {
-		fmt.Fprintf(&b, "| %d | %.0fs | %d/%d | %d | %d | %.0fs | %d | %d |\n", r.round, r.upTime.Seconds(), r.upRunning, r.upWant, r.checked, len(r.incomplete), r.downTime.Seconds(), r.kills, len(r.events))
-	}
-	fmt.Fprintf(&b, "\nchaos events:\n")
-	for _, r := range s.results {
-		for _, e := range r.events {
-			fmt.Fprintf(&b, "  round %d %s\n", r.round, e)
-		}
-	}
-	fmt.Fprintf(&b, "\nleft after the last round, scaled to 0 and settled (%.0fs):\n\n| kind | count |\n|---|---|\n", settle.Seconds())
+	fmt.Fprintf(b, "\nleft after the last round, scaled to 0 and settled (%.0fs):\n\n| kind | count |\n|---|---|\n", settle.Seconds())
 	rows := []struct {
 		kind string
 		list []string
@@ -1466,35 +1570,31 @@ func (s *suite) report(k kinds, inv *inventory, settle time.Duration) int {
 		{"pods stuck in ContainerCreating or Terminating", k.stuck},
 	}
 	for _, r := range rows {
-		fmt.Fprintf(&b, "| %s | %d |\n", r.kind, len(r.list))
+		fmt.Fprintf(b, "| %s | %d |\n", r.kind, len(r.list))
 	}
-	fmt.Fprintf(&b, "| scale-ups: Running pods with incomplete network-status or interfaces | %d (of %d checked) |\n", incomplete, checked)
-	fmt.Fprintf(&b, "\n(info, not counted: hang delegate processes still running: %d; pods that reached Running: %d of %d wanted)\n", inv.hangProcs, running, want)
+	fmt.Fprintf(b, "| scale-ups: Running pods with incomplete interfaces | %d (of %d checked) |\n", incomplete, checked)
+	fmt.Fprintf(b, "\n(info, not counted: hang delegate processes still running: %d)\n", inv.hangProcs)
 	for _, r := range rows {
 		for i, x := range r.list {
 			if i == 10 {
-				fmt.Fprintf(&b, "  %s: ... %d more\n", r.kind, len(r.list)-10)
+				fmt.Fprintf(b, "  %s: ... %d more\n", r.kind, len(r.list)-10)
 				break
 			}
-			fmt.Fprintf(&b, "  %s: %s\n", r.kind, x)
+			fmt.Fprintf(b, "  %s: %s\n", r.kind, x)
 		}
 	}
 	for _, r := range s.results {
+		for i, m := range r.notComplete {
+			if i == 10 {
+				fmt.Fprintf(b, "  network-status not complete (round %d): ... %d more\n", r.round, len(r.notComplete)-10)
+				break
+			}
+			fmt.Fprintf(b, "  network-status not complete (round %d): %s\n", r.round, m)
+		}
 		for _, m := range r.incomplete {
-			fmt.Fprintf(&b, "  incomplete (round %d): %s\n", r.round, m)
+			fmt.Fprintf(b, "  incomplete (round %d): %s\n", r.round, m)
 		}
 	}
-	leaks := k.total() + incomplete
-	if leaks == 0 {
-		fmt.Fprintf(&b, "\nRESULT: PASS (no leak, no incomplete pod)\n")
-	} else {
-		fmt.Fprintf(&b, "\nRESULT: FAIL (%d left, %d incomplete)\n", k.total(), incomplete)
-	}
-	fmt.Print(b.String())
-	if leaks != 0 {
-		return 1
-	}
-	return 0
 }
 
 // cleanup removes what the run made: the namespace (its NADs and
@@ -1522,7 +1622,9 @@ func (s *suite) cleanup() {
 		}
 		_ = os.RemoveAll(n.DataDir)
 	}
-	if s.hangPath != "" {
-		_ = os.Remove(s.hangPath)
+	for _, p := range []string{s.hangPath, s.failPath} {
+		if p != "" {
+			_ = os.Remove(p)
+		}
 	}
 }
