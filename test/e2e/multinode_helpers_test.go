@@ -320,7 +320,8 @@ func eachPodAtOnce(t *testing.T, verb string, pods []*corev1.Pod, op func(contex
 }
 
 // waitPodsRunning waits until every pod of ns is Running with its
-// network-status and returns them by name.
+// network-status, checks that each attached at the first try
+// (firstAttachProblems) and returns them by name.
 func waitPodsRunning(t *testing.T, ns string, want int, within time.Duration) map[string]*corev1.Pod {
 	t.Helper()
 	ctx := testContext(t, within+10*time.Second)
@@ -345,6 +346,12 @@ func waitPodsRunning(t *testing.T, ns string, want int, within time.Duration) ma
 	})
 	if err != nil {
 		t.Fatalf("namespace %s: %d of %d pods running with network-status after %s (phases %s)", ns, len(running), want, within, last)
+	}
+	// Each attached at the first try, as runPod's pods must.
+	for name, p := range running {
+		for _, problem := range firstAttachProblems(t, p) {
+			t.Errorf("pod %s/%s: %s", ns, name, problem)
+		}
 	}
 	return running
 }
