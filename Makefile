@@ -80,7 +80,7 @@ ROUNDS ?= 3
 KILLS  ?= 3-5
 
 .PHONY: chaos
-chaos: ## chaos suite: ROUNDS rounds of 0→N→0 with multinetd killed KILLS times a round, kubelet restart, API server paused, a record corrupted, a hanging delegate; counts leaks (CHAOS_ARGS adds flags)
+chaos: ## chaos suite: ROUNDS rounds of 0→N→0 with multinetd killed KILLS times a round, kubelet restart, API server paused, a record corrupted, a hanging delegate; FAIL unless every pod is Running with complete network-status within -converge after the last fault, every fault happened and nothing leaked (CHAOS_ARGS adds flags; -break-delegate must FAIL)
 	hack/chaos.sh -pods $(N) -rounds $(ROUNDS) -kills $(KILLS) $(CHAOS_ARGS)
 
 .PHONY: chaos-short
