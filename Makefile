@@ -33,7 +33,7 @@ verify: ## gofmt check, go vet (also the e2e tag), no deprecated API (staticchec
 	hack/verify.sh
 
 .PHONY: test
-test: ## (hack/test.sh: each stage timed, the allowed skips printed first) verify, unit tests, the e2e suite on a real cluster, the whole e2e suite again on a 3-node cluster (its single-node tests on multinet-node2, plus the multi-node tests), then the chaos suite's short form (docs/chaos.md)
+test: ## verify, test-unit, test-multinode (the whole e2e suite on a 3-node cluster: single-node tests on multinet-node2, then the multi-node tests), chaos-short; each stage timed, the allowed skips printed first (hack/test.sh). test-e2e (the suite on 1 node) is not in it: make test-e2e
 	hack/test.sh
 
 .PHONY: skips
@@ -52,6 +52,10 @@ apiserver: ## build the kube-apiserver the package tests run (internal/apiserver
 .PHONY: test-unit
 test-unit: packages apiserver ## go test ./... (no e2e), with -race when a C compiler is present (packages first: the hack/lib tests run jq, etcd; then kube-apiserver: with MULTINET_REQUIRE_APISERVER=1 a test needing the real API server fails instead of skipping)
 	MULTINET_REQUIRE_APISERVER=1 $(GO) test $(RACE) -count=1 -timeout $(UNIT_TIMEOUT) ./...
+
+.PHONY: test-flakes
+test-flakes: ## the flake hunt: unit suite -race -count=FLAKE_COUNT (10), then the e2e suite FLAKE_E2E_RUNS (3) times, under a background build load; lists every test that failed (hack/test-flakes.sh; hours)
+	hack/test-flakes.sh
 
 .PHONY: test-e2e
 test-e2e: ## cluster-up, go test -tags e2e ./test/e2e/..., cluster-down (even on failure); default network: containerd's conflist; NODES=3 E2E_NODE=<node> runs the single-node tests on that node
