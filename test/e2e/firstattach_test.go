@@ -17,6 +17,7 @@ import (
 // and is the bridge plugin for everything else.
 const flakyPlugin = `#!/bin/sh
 if [ "$CNI_COMMAND" = ADD ] && [ ! -e MARKER ]; then
+	cat >/dev/null
 	: > MARKER
 	printf '{"cniVersion":"1.0.0","code":100,"msg":"MSG"}\n'
 	exit 1
