@@ -696,6 +696,16 @@ func (s *suite) multinetdPID() (int, error) {
 	return 0, errors.New("no running multinetd container")
 }
 
+// gone waits up to d for the process to exit (or be a zombie).
+func gone(pid int, d time.Duration) bool {
+	for deadline := time.Now().Add(d); alive(pid); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
+}
+
 // alive: the process exists and is not a zombie.
 func alive(pid int) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -712,7 +722,10 @@ func (s *suite) killMultinetd() (string, error) {
 		pid, err := s.multinetdPID()
 		if err == nil {
 			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-				return "", fmt.Errorf("kill multinetd pid %d: %w", pid, err)
+				return "", fmt.Errorf("NOT KILLED: kill multinetd pid %d: %w", pid, err)
+			}
+			if !gone(pid, 10*time.Second) {
+				return "", fmt.Errorf("NOT KILLED: multinetd pid %d still alive 10s after SIGKILL", pid)
 			}
 			s.lastKill = pid
 			s.killsAll++
@@ -736,13 +749,21 @@ func (s *suite) restartKubelet() (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
+	before, err := s.componentPID("kubelet")
+	if err != nil {
+		return "", fmt.Errorf("NOT RESTARTED: %w", err)
+	}
 	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "cluster-devices.sh"), "restart-kubelet")
 	cmd.Env = append(os.Environ(), "MULTINET_CLUSTER_ENV="+s.o.env)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("NOT RESTARTED: hack/cluster-devices.sh restart-kubelet failed after %.0fs: %w: %s", time.Since(t0).Seconds(), err, strings.TrimSpace(string(out)))
 	}
-	return fmt.Sprintf("kubelet restarted, node Ready again after %.1fs", time.Since(t0).Seconds()), nil
+	after, err := s.componentPID("kubelet")
+	if err := pidReplaced("kubelet", before, after, err); err != nil {
+		return "", fmt.Errorf("NOT RESTARTED: %w", err)
+	}
+	return fmt.Sprintf("kubelet pid %d restarted as pid %d, node Ready again after %.1fs", before, after, time.Since(t0).Seconds()), nil
 }
 
 var (
@@ -900,7 +921,7 @@ func (s *suite) waitUp(r *roundResult, x *executor, evs []*event, t0 time.Time) 
 		pods, err := s.listPods("app=" + appLabel)
 		if err == nil {
 			c := countPods(pods)
-			r.running, r.complete, r.notComplete = c.running, c.complete, c.notComplete
+			r.running, r.complete, r.notComplete, r.notRunning = c.running, c.complete, c.notComplete, c.notRunning
 			x.trigger(evs, "up", float64(c.running)/float64(r.wanted))
 			if quiet && c.running >= r.wanted && c.complete >= r.wanted {
 				return
@@ -1319,21 +1340,8 @@ func (s *suite) take() (*inventory, error) {
 	if s.ns == "" {
 		return inv, nil // before the run: no namespace yet
 	} else if pods, err := s.listPods(""); err == nil {
-		for _, p := range pods {
-			st := string(p.Status.Phase)
-			if p.DeletionTimestamp != nil {
-				st = "Terminating"
-			} else {
-				for _, cs := range p.Status.ContainerStatuses {
-					if cs.State.Waiting != nil {
-						st = cs.State.Waiting.Reason
-					}
-				}
-				if p.Status.Phase == corev1.PodPending && st == string(corev1.PodPending) {
-					st = "ContainerCreating"
-				}
-			}
-			inv.stuck[p.Name+" "+st] = true
+		for i := range pods {
+			inv.stuck[pods[i].Name+" "+podState(&pods[i])] = true
 		}
 	} else {
 		inv.stuck["list pods: "+err.Error()] = true
@@ -1575,25 +1583,25 @@ func (s *suite) reportLeft(b *strings.Builder, k kinds, inv *inventory, settle t
 	fmt.Fprintf(b, "| scale-ups: Running pods with incomplete interfaces | %d (of %d checked) |\n", incomplete, checked)
 	fmt.Fprintf(b, "\n(info, not counted: hang delegate processes still running: %d)\n", inv.hangProcs)
 	for _, r := range rows {
-		for i, x := range r.list {
-			if i == 10 {
-				fmt.Fprintf(b, "  %s: ... %d more\n", r.kind, len(r.list)-10)
-				break
-			}
-			fmt.Fprintf(b, "  %s: %s\n", r.kind, x)
-		}
+		listSome(b, r.kind, r.list)
 	}
 	for _, r := range s.results {
-		for i, m := range r.notComplete {
-			if i == 10 {
-				fmt.Fprintf(b, "  network-status not complete (round %d): ... %d more\n", r.round, len(r.notComplete)-10)
-				break
-			}
-			fmt.Fprintf(b, "  network-status not complete (round %d): %s\n", r.round, m)
-		}
+		listSome(b, fmt.Sprintf("not Running (round %d)", r.round), r.notRunning)
+		listSome(b, fmt.Sprintf("network-status not complete (round %d)", r.round), r.notComplete)
 		for _, m := range r.incomplete {
 			fmt.Fprintf(b, "  incomplete (round %d): %s\n", r.round, m)
 		}
+	}
+}
+
+// listSome prints the first 10 of list, each with what.
+func listSome(b *strings.Builder, what string, list []string) {
+	for i, x := range list {
+		if i == 10 {
+			fmt.Fprintf(b, "  %s: ... %d more\n", what, len(list)-10)
+			return
+		}
+		fmt.Fprintf(b, "  %s: %s\n", what, x)
 	}
 }
 

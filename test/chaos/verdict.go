@@ -40,6 +40,7 @@ type roundResult struct {
 	// lists every network they request.
 	wanted, running, complete int
 	notComplete               []string // pod: why, of the Running ones
+	notRunning                []string // pod: state, of the others
 	checked                   int      // Running pods whose interfaces were checked
 	incomplete                []string // of those, the ones whose interfaces did not match
 	planned                   int      // faults planned
@@ -109,6 +110,7 @@ func verdict(rounds []roundResult, bound time.Duration, left int) []string {
 type podCounts struct {
 	running, complete int
 	notComplete       []string // "pod: why", Running pods only
+	notRunning        []string // "pod: state"
 }
 
 // countPods counts the Running pods and, of those, the ones whose
@@ -118,6 +120,7 @@ func countPods(pods []corev1.Pod) podCounts {
 	for i := range pods {
 		p := &pods[i]
 		if !running(p) {
+			c.notRunning = append(c.notRunning, p.Name+": "+podState(p))
 			continue
 		}
 		c.running++
@@ -128,6 +131,25 @@ func countPods(pods []corev1.Pod) podCounts {
 		c.complete++
 	}
 	return c
+}
+
+// podState is what kubectl get pods shows as the pod's status, roughly:
+// Terminating, a container's waiting reason, ContainerCreating for a
+// Pending pod without one, or the phase.
+func podState(p *corev1.Pod) string {
+	if p.DeletionTimestamp != nil {
+		return "Terminating"
+	}
+	st := string(p.Status.Phase)
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Waiting != nil {
+			st = cs.State.Waiting.Reason
+		}
+	}
+	if p.Status.Phase == corev1.PodPending && st == string(corev1.PodPending) {
+		st = "ContainerCreating"
+	}
+	return st
 }
 
 // podStatusProblem says why the pod's network-status is not complete, ""
@@ -214,3 +236,15 @@ func roundRow(r roundResult) string {
 
 const roundHeader = "| round | pods wanted | reached Running | complete network-status | faults planned | faults done | scale-up | checked | incomplete interfaces | scale-down | multinetd kills |\n" +
 	"|---|---|---|---|---|---|---|---|---|---|---|"
+
+// pidReplaced checks that a restart happened: the component runs again
+// (afterErr nil) under another PID.
+func pidReplaced(name string, before, after int, afterErr error) error {
+	if afterErr != nil {
+		return fmt.Errorf("%s (pid %d before) not running after the restart: %w", name, before, afterErr)
+	}
+	if after == before {
+		return fmt.Errorf("%s still runs as pid %d: it was not restarted", name, before)
+	}
+	return nil
+}

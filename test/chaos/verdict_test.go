@@ -4,6 +4,7 @@ package main
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -134,6 +135,9 @@ func TestCountPods(t *testing.T) {
 	if c.running != 3 || c.complete != 1 {
 		t.Fatalf("running %d complete %d, want 3 and 1", c.running, c.complete)
 	}
+	if strings.Join(c.notRunning, ",") != "pending: ContainerCreating,deleting: Terminating" {
+		t.Errorf("notRunning = %q", c.notRunning)
+	}
 	want := "net-b-missing: network-status has 2 entries, want 3"
 	if len(c.notComplete) != 2 || !strings.HasPrefix(c.notComplete[0], want) || c.notComplete[1] != "no-status: no network-status" {
 		t.Fatalf("notComplete = %q", c.notComplete)
@@ -223,5 +227,26 @@ func TestExecutorRecordsEveryFault(t *testing.T) {
 	}
 	if later := time.Now().Add(time.Hour); !s.boundFrom(later).Equal(later) {
 		t.Errorf("boundFrom(a scale-up after the last fault) = %v, want its start", s.boundFrom(later))
+	}
+}
+
+func TestPIDReplaced(t *testing.T) {
+	if err := pidReplaced("kubelet", 100, 200, nil); err != nil {
+		t.Fatalf("a new pid: %v", err)
+	}
+	if err := pidReplaced("kubelet", 100, 100, nil); err == nil || !strings.Contains(err.Error(), "not restarted") {
+		t.Fatalf("the same pid: err = %v", err)
+	}
+	if err := pidReplaced("kubelet", 100, 0, errors.New("kubelet (pid 200) is not running")); err == nil || !strings.Contains(err.Error(), "pid 200") {
+		t.Fatalf("not running after: err = %v", err)
+	}
+}
+
+func TestGone(t *testing.T) {
+	if !gone(1<<30, time.Second) {
+		t.Fatal("a PID that does not exist is not gone")
+	}
+	if gone(os.Getpid(), 200*time.Millisecond) {
+		t.Fatal("this process is gone")
 	}
 }
