@@ -145,39 +145,44 @@ func TestDelegateFailureRollsBack(t *testing.T) {
 		t.Errorf("event does not say why: %s", msg)
 	}
 	// The kubelet retries the sandbox (each try a new sandbox ID), and each
-	// try must be rolled back: no address of ok-a or ok-b may outlive the
-	// failed ADD of the sandbox that took it. Note who holds addresses now,
-	// then wait until multinetd has answered two more failed ADDs (its
-	// multinet_cni_operations_total; only the victim's ADDs fail here): the
-	// kubelet makes one sandbox of a pod at a time, so the ADD in flight when
-	// the holders were noted, if any, has been answered (and the runtime's DEL
-	// after it done) by then. None of the holders noted may still hold its
-	// address.
-	holders := func() map[string]bool {
-		out := map[string]bool{}
+	// try must be rolled back: no address of ok-a or ok-b (only the victim
+	// uses them) may outlive the failed ADD that took it. Wait until
+	// multinetd has answered a failed ADD more (its
+	// multinet_cni_operations_total; only the victim's ADDs fail here), then
+	// look at the addresses at a quiet moment: multinetd's metrics read
+	// before and after show no CNI operation in flight and none answered in
+	// between, so no ADD was holding an address on its way and no DEL was
+	// releasing one. Whatever is held then was left by a finished, failed
+	// sandbox. (The kubelet waits about 10 s between retries: quiet moments
+	// come.)
+	base := target.daemonCNIOps(t, "ADD").failed
+	var held map[string]string
+	quiet := 0
+	err := wait.PollUntilContextTimeout(testContext(t, 100*time.Second), 200*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
+		before := target.daemonActivity(t)
+		if before.failedADDs < base+1 || before.inFlight != 0 {
+			return false, nil
+		}
+		held = map[string]string{}
 		for _, tn := range []*testNet{a, b} {
 			for ip, owner := range tn.allocations(t) {
-				out[tn.Name+" "+ip+" "+owner] = true
+				held[tn.Name+" "+ip] = owner
 			}
 		}
-		return out
-	}
-	base := target.daemonCNIOps(t, "ADD").failed
-	noted := holders()
-	err := wait.PollUntilContextTimeout(testContext(t, 100*time.Second), 500*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
-		return target.daemonCNIOps(t, "ADD").failed >= base+2, nil
+		if after := target.daemonActivity(t); after != before {
+			return false, nil // an operation ran meanwhile: look again
+		}
+		quiet++
+		return quiet == 3, nil // three quiet looks, after 1, 2, 3... failed ADDs
 	})
 	if err != nil {
-		t.Fatalf("multinetd did not answer 2 more failed ADDs (the victim's retries) within 90 s: %v (failed ADDs %v, were %v)\n%s",
-			err, target.daemonCNIOps(t, "ADD").failed, base, podEvents(ns, "victim"))
+		t.Fatalf("no quiet moment after a failed ADD of the victim within 90 s (failed ADDs %v, were %v): %v\n%s",
+			target.daemonCNIOps(t, "ADD").failed, base, err, podEvents(ns, "victim"))
 	}
-	now := holders()
-	for h := range noted {
-		if now[h] {
-			t.Errorf("network, address, sandbox %q: still held after that sandbox's ADD failed and 2 more failed: a failed ADD left it attached", h)
-		}
+	if len(held) != 0 {
+		t.Errorf("with no CNI operation in flight after the victim's failed ADDs, ok-a and ok-b still hold %v: a failed ADD left them attached", held)
 	}
-	t.Logf("held when noted: %v; after 2 more failed ADDs: %v", noted, now)
+	t.Logf("failed ADDs answered: %v (were %v); held at a quiet moment: %v", target.daemonCNIOps(t, "ADD").failed, base, held)
 	deletePod(t, ns, "victim")
 	assertReleased(t, a, b)
 	deletePod(t, ns, "holder")

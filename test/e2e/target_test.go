@@ -231,6 +231,22 @@ func (n clusterNode) daemonMetrics(t *testing.T) string {
 	return body
 }
 
+// daemonActivity is a summary of the node's multinetd's CNI operations: the
+// ones in flight, every one answered, and the failed ADDs. Two equal reads
+// with inFlight 0 enclose a moment when no CNI operation ran.
+type daemonActivity struct{ inFlight, answered, failedADDs float64 }
+
+func (n clusterNode) daemonActivity(t *testing.T) daemonActivity {
+	t.Helper()
+	m := []byte(n.daemonMetrics(t))
+	adds := metricSum(m, "multinet_cni_operations_total", `command="ADD"`)
+	return daemonActivity{
+		inFlight:   metricSum(m, "multinet_cni_operations_in_flight"),
+		answered:   metricSum(m, "multinet_cni_operations_total"),
+		failedADDs: adds - metricSum(m, "multinet_cni_operations_total", `command="ADD"`, `code="0"`),
+	}
+}
+
 // cniOps is multinetd's multinet_cni_operations_total for one command.
 type cniOps struct{ ok, failed float64 }
 
