@@ -80,12 +80,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
-	onDisk := netconf.NewConfDir(netconf.ConfDirOptions{Dir: cfg.CNIConfDir, SkipFile: cfg.ConfFileName})
+	onDisk, defaultDir := confDirs(cfg)
 	resolver := netconf.NewResolver(onDisk, 0)
-	defaultDir := onDisk
-	if filepath.Clean(cfg.DefaultNetwork.ConfDir) != filepath.Clean(cfg.CNIConfDir) {
-		defaultDir = netconf.NewConfDir(netconf.ConfDirOptions{Dir: cfg.DefaultNetwork.ConfDir, SkipFile: cfg.ConfFileName})
-	}
 	lookup := nadLookup(clients.nads, nadInformer, cfg.NADSyncWait.Duration, m)
 	defaultNetwork := defaultNetworkFunc(cfg, defaultDir, lookup, cfg.NADSyncWait.Duration, resolver)
 
@@ -426,15 +422,30 @@ func newNADInformer(client nadclient.NetworkAttachmentDefinitionsGetter) (cache.
 	return inf, nil
 }
 
+// confDirs returns the ConfDir of cniConfDir (NADs without spec.config)
+// and that of the default network's confDir, the same one when they are one
+// directory. Both are the node's, read through nodeRoot with their symlinks
+// resolved as the node resolves them (issue 29): a conf dir, config file or
+// sub-directory linked to an absolute path of the node is found there, not
+// in the daemon's own file system.
+func confDirs(cfg Config) (onDisk, defaultDir *netconf.ConfDir) {
+	onDisk = netconf.NewConfDir(netconf.ConfDirOptions{Dir: cfg.CNIConfDir, SkipFile: cfg.ConfFileName, Root: cfg.NodeRoot})
+	defaultDir = onDisk
+	if filepath.Clean(cfg.DefaultNetwork.ConfDir) != filepath.Clean(cfg.CNIConfDir) {
+		defaultDir = netconf.NewConfDir(netconf.ConfDirOptions{Dir: cfg.DefaultNetwork.ConfDir, SkipFile: cfg.ConfFileName, Root: cfg.NodeRoot})
+	}
+	return onDisk, defaultDir
+}
+
 // auxiliaryChainFunc loads the auxiliary chain from its sub-directory of
 // cniConfDir on every ADD (the files may change at any time, as Multus reads
-// them); nil when auxiliaryChain is not set.
+// them), through the node's root; nil when auxiliaryChain is not set.
 func auxiliaryChainFunc(cfg Config) attach.AuxiliaryChainFunc {
 	if cfg.AuxiliaryChain == "" {
 		return nil
 	}
 	return func(cniVersion string) (*libcni.NetworkConfigList, error) {
-		return netconf.LoadAuxiliaryChain(cfg.CNIConfDir, cfg.AuxiliaryChain, cniVersion)
+		return netconf.LoadAuxiliaryChainIn(cfg.NodeRoot, cfg.CNIConfDir, cfg.AuxiliaryChain, cniVersion)
 	}
 }
 

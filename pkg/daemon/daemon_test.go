@@ -97,3 +97,51 @@ func TestUniqueDirs(t *testing.T) {
 		t.Errorf("uniqueDirs = %q, want %q", got, want)
 	}
 }
+
+// Issue 29: with the daemon in a container (nodeRoot /host), the runtime's
+// conf dir, its files and the auxiliary chain's sub-directory are read
+// through the node's root with their absolute symlinks resolved there, as
+// on a k3s node whose /etc/cni/net.d links into /var/lib/rancher.
+func TestConfDirsThroughTheNodeRoot(t *testing.T) {
+	root := t.TempDir()
+	real := filepath.Join(root, "var/lib/rancher/k3s/agent/etc/cni/net.d")
+	for p, content := range map[string]string{
+		"var/lib/confs/flannel.conflist":    `{"cniVersion":"1.0.0","name":"cbr0","plugins":[{"type":"flannel"}]}`,
+		"var/lib/chains/aux/10-tuning.conf": `{"type":"tuning"}`,
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, p), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(real, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{
+		"etc/cni": "/var/lib/rancher/k3s/agent/etc/cni",
+		filepath.Join(real, "10-flannel.conflist")[len(root):]: "/var/lib/confs/flannel.conflist",
+		filepath.Join(real, "aux")[len(root):]:                 "/var/lib/chains/aux",
+	} {
+		p := filepath.Join(root, link)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := Defaults()
+	cfg.NodeRoot, cfg.CNIConfDir, cfg.AuxiliaryChain = root, "/etc/cni/net.d", "aux"
+	cfg.DefaultNetwork.ConfDir = cfg.CNIConfDir
+	onDisk, defaultDir := confDirs(cfg)
+	list, key, err := defaultNetworkFunc(cfg, defaultDir, nil, time.Second, netconf.NewResolver(onDisk, 0))()
+	if err != nil || list.Name != "cbr0" || key != "cbr0" {
+		t.Fatalf("default network = %v, %q, %v; want cbr0 through the linked conf dir and file", list, key, err)
+	}
+	aux, err := auxiliaryChainFunc(cfg)("1.0.0")
+	if err != nil || aux == nil || len(aux.Plugins) != 1 || aux.Plugins[0].Network.Type != "tuning" {
+		t.Fatalf("auxiliary chain = %v, %v; want [tuning] from the linked sub-directory", aux, err)
+	}
+}

@@ -28,10 +28,19 @@ func ValidateNetworkName(name string) error {
 // returns nil and no error when the directory is missing or holds no .conf
 // file: then there is nothing to run. Errors name the directory or file.
 func LoadAuxiliaryChain(confDir, name, cniVersion string) (*libcni.NetworkConfigList, error) {
+	return LoadAuxiliaryChainIn("", confDir, name, cniVersion)
+}
+
+// LoadAuxiliaryChainIn is LoadAuxiliaryChain with confDir a node path read
+// through root, the node's root in the daemon's view, with every symlink in
+// confDir/name and its files resolved inside root as the node resolves it
+// (ConfDirOptions.Root); "" reads confDir as the daemon sees it. A link
+// that climbs above the node's "/" or loops is an error naming the path.
+func LoadAuxiliaryChainIn(root, confDir, name, cniVersion string) (*libcni.NetworkConfigList, error) {
 	if err := ValidateNetworkName(name); err != nil {
 		return nil, fmt.Errorf("auxiliary chain: %w", err)
 	}
-	plugins, err := libcni.NetworkPluginConfsFromFiles(confDir, name)
+	plugins, err := pluginConfsFromFiles(root, confDir, name)
 	if err != nil {
 		return nil, fmt.Errorf("auxiliary chain %q: %w", name, err)
 	}

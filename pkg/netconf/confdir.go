@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
+
+	"github.com/multinet/multinet/pkg/nodeexec"
 )
 
 // maxConfFileBytes bounds one CNI config file read from disk.
@@ -28,6 +30,16 @@ type ConfDirOptions struct {
 	// ShimType is multinet's shim plugin type; any config with a plugin of
 	// this type is never used. Empty means ShimType.
 	ShimType string
+	// Root is the node's root file system in the daemon's view (multinetd's
+	// nodeRoot: "/" for a host process, "/host" in its DaemonSet). When set,
+	// Dir, the paths given to LoadFile and the sub-directories of
+	// .conflist files are node paths, read with every symlink in them
+	// resolved inside Root as the node resolves it (nodeexec.Resolve): a
+	// symlinked conf dir, sub-directory or conf file whose link is absolute
+	// is read from the node's root, not the daemon's. A link that climbs
+	// above the node's "/" or loops is an error naming the path. Empty:
+	// paths are the daemon's own, read as they are.
+	Root string
 }
 
 // ConfDir finds CNI configs in one directory by network name (spec §3.4.1
@@ -41,6 +53,7 @@ type ConfDirOptions struct {
 // tie this pure package to a goroutine's lifetime. Files that fail to parse are
 // skipped (and named in the not-found error) rather than failing every lookup.
 type ConfDir struct {
+	root     string
 	dir      string
 	skip     string
 	shimType string
@@ -69,7 +82,15 @@ func NewConfDir(o ConfDirOptions) *ConfDir {
 	if st == "" {
 		st = ShimType
 	}
-	return &ConfDir{dir: o.Dir, skip: o.SkipFile, shimType: st, files: map[string]*cachedFile{}}
+	return &ConfDir{root: o.Root, dir: o.Dir, skip: o.SkipFile, shimType: st, files: map[string]*cachedFile{}}
+}
+
+// daemonPath is where the daemon reads the path p of the node (Root).
+func daemonPath(root, p string) (string, error) {
+	if root == "" {
+		return p, nil
+	}
+	return nodeexec.Resolve(root, p)
 }
 
 // Dir returns the directory this ConfDir reads.
@@ -144,7 +165,11 @@ func (d *ConfDir) LoadFile(path string) (*libcni.NetworkConfigList, error) {
 	if ext != ".conflist" && ext != ".conf" && ext != ".json" {
 		return nil, &ConfigError{Source: path, Err: fmt.Errorf("extension %q is not .conflist, .conf or .json", ext)}
 	}
-	fi, err := os.Stat(path)
+	at, err := daemonPath(d.root, path)
+	if err != nil {
+		return nil, &ConfigError{Source: path, Err: err}
+	}
+	fi, err := os.Stat(at)
 	if err != nil {
 		return nil, fmt.Errorf("CNI config file: %w", err)
 	}
@@ -152,7 +177,7 @@ func (d *ConfDir) LoadFile(path string) (*libcni.NetworkConfigList, error) {
 		return nil, &ConfigError{Source: path, Err: errors.New("not a regular file")}
 	}
 	d.mu.Lock()
-	f := d.load(path, ext, fi)
+	f := d.load(path, at, ext, fi)
 	d.mu.Unlock()
 	if f.err != nil {
 		return nil, f.err
@@ -161,9 +186,15 @@ func (d *ConfDir) LoadFile(path string) (*libcni.NetworkConfigList, error) {
 }
 
 // refresh lists the directory and re-parses the config files that changed.
-// It returns the usable-extension entries in lexical order of file name.
+// It returns the usable-extension entries in lexical order of file name. A
+// symlinked file that cannot be resolved in Root (a ".." above the node's
+// root, a loop) is an entry with that error, so that it is named.
 func (d *ConfDir) refresh() ([]dirEntry, error) {
-	des, err := os.ReadDir(d.dir)
+	dir, err := daemonPath(d.root, d.dir)
+	if err != nil {
+		return nil, fmt.Errorf("read CNI config directory: %w", err)
+	}
+	des, err := os.ReadDir(dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("read CNI config directory: %w", err)
 	}
@@ -182,17 +213,21 @@ func (d *ConfDir) refresh() ([]dirEntry, error) {
 		if name == d.skip || de.IsDir() {
 			continue
 		}
-		path := filepath.Join(d.dir, name)
+		path, at := filepath.Join(d.dir, name), filepath.Join(dir, name)
 		var fi os.FileInfo
 		if de.Type()&os.ModeSymlink != 0 {
-			fi, err = os.Stat(path)
+			if at, err = daemonPath(d.root, path); err != nil {
+				entries = append(entries, dirEntry{path: path, ext: ext, f: &cachedFile{err: &ConfigError{Source: path, Err: err}}})
+				continue
+			}
+			fi, err = os.Stat(at)
 		} else {
 			fi, err = de.Info()
 		}
 		if err != nil || !fi.Mode().IsRegular() {
 			continue // vanished, dangling symlink, or not a file
 		}
-		f := d.load(path, ext, fi)
+		f := d.load(path, at, ext, fi)
 		f.seen = true
 		entries = append(entries, dirEntry{path: path, ext: ext, f: f})
 	}
@@ -204,15 +239,16 @@ func (d *ConfDir) refresh() ([]dirEntry, error) {
 	return entries, nil
 }
 
-// load returns the cached parse of path, re-parsing when fi says it changed.
-// d.mu must be held.
-func (d *ConfDir) load(path, ext string, fi os.FileInfo) *cachedFile {
+// load returns the cached parse of path (a node path when Root is set, read
+// at the daemon's path at), re-parsing when fi says it changed. d.mu must be
+// held.
+func (d *ConfDir) load(path, at, ext string, fi os.FileInfo) *cachedFile {
 	if f, ok := d.files[path]; ok && f.modTime.Equal(fi.ModTime()) && f.size == fi.Size() {
 		return f
 	}
 	f := &cachedFile{modTime: fi.ModTime(), size: fi.Size()}
 	d.files[path] = f
-	data, err := readBounded(path)
+	data, err := readBounded(at)
 	if err != nil {
 		f.err = &ConfigError{Source: path, Err: err}
 		return f
@@ -246,7 +282,7 @@ func (d *ConfDir) complete(e dirEntry) (*libcni.NetworkConfigList, error) {
 	if e.ext != ".conflist" || list.LoadOnlyInlinedPlugins {
 		return list, nil
 	}
-	extra, err := libcni.NetworkPluginConfsFromFiles(filepath.Dir(e.path), list.Name)
+	extra, err := pluginConfsFromFiles(d.root, filepath.Dir(e.path), list.Name)
 	if err != nil {
 		return nil, &ConfigError{Source: e.path, Field: "plugins", Err: err}
 	}
@@ -262,4 +298,49 @@ func (d *ConfDir) complete(e dirEntry) (*libcni.NetworkConfigList, error) {
 		}
 	}
 	return rebuildList(list, slices.Concat(list.Plugins, extra), true)
+}
+
+// pluginConfsFromFiles is libcni.NetworkPluginConfsFromFiles (the plugins
+// of the sub-directory confDir/name: its .conf files in lexical order; a
+// missing directory holds none) reading the node paths confDir/name and its
+// files through root (ConfDirOptions.Root); with no root, it is libcni's.
+// Errors name the directory or the file (node paths).
+func pluginConfsFromFiles(root, confDir, name string) ([]*libcni.PluginConfig, error) {
+	if root == "" {
+		return libcni.NetworkPluginConfsFromFiles(confDir, name)
+	}
+	sub := filepath.Join(confDir, name)
+	dir, err := daemonPath(root, sub)
+	if err != nil {
+		return nil, fmt.Errorf("failed to read plugin config files in %s: %w", sub, err)
+	}
+	des, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("failed to read plugin config files in %s: %w", sub, err)
+	}
+	var out []*libcni.PluginConfig
+	for _, de := range des { // sorted by name, as libcni.ConfFiles
+		if de.IsDir() || filepath.Ext(de.Name()) != ".conf" {
+			continue
+		}
+		path, at := filepath.Join(sub, de.Name()), filepath.Join(dir, de.Name())
+		if de.Type()&os.ModeSymlink != 0 {
+			if at, err = daemonPath(root, path); err != nil {
+				return nil, fmt.Errorf("error reading %s: %w", path, err)
+			}
+		}
+		data, err := readBounded(at)
+		if err != nil {
+			return nil, fmt.Errorf("error reading %s: %w", path, err)
+		}
+		pc, err := libcni.NetworkPluginConfFromBytes(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		out = append(out, pc)
+	}
+	return out, nil
 }

@@ -15,7 +15,8 @@
 //
 // Every path a delegate is given (CNI_PATH, CNI_NETNS, the device-info file,
 // a NAD's dataDir) is a path in the node's view: the runtime's, unchanged.
-// Only FindInPath looks through Root, because it runs in the daemon.
+// Only FindInPath looks through Root, because it runs in the daemon, and it
+// resolves symlinks inside Root as the node would (Resolve).
 //
 // Exec implements libcni's invoke.Exec (CNI spec "Section 3: Execution
 // Protocol": the plugin gets its configuration on stdin, its parameters in
@@ -219,9 +220,19 @@ func pluginErr(how string, stdout, stderr []byte) error {
 }
 
 // FindInPath returns the node path of plugin in the first of paths (node
-// directories) that holds it, looking through Root. Errors: plugin is empty
-// or a path, paths is empty, or no directory holds an executable file of
-// that name (the message lists the directories searched).
+// directories) that holds it, looking through Root with every symlink
+// resolved inside it as the node resolves it (Resolve): a symlinked bin dir
+// (k3s's data/current), absolute links (NixOS's /nix/store) and relative
+// ones (links to a multi-call binary) are found. The path returned is the
+// link's, dir/plugin, not its target: the delegate is run by it, chrooted,
+// so that its argv[0] is the plugin's name, as when the runtime runs it.
+// A directory whose dir/plugin is missing, dangling, not a regular file or
+// not executable does not hold it. Errors: plugin is empty or a path, paths
+// is empty, resolving dir/plugin in a directory fails (a ".." above the
+// node's root, a loop: a *ResolveError naming the path and the link; the
+// search stops there, so that no other directory's plugin of that name runs
+// in its place), or no directory holds an executable file of that name (the
+// message lists the directories searched).
 func (e *Exec) FindInPath(plugin string, paths []string) (string, error) {
 	if plugin == "" {
 		return "", errors.New("no plugin name provided")
@@ -232,10 +243,16 @@ func (e *Exec) FindInPath(plugin string, paths []string) (string, error) {
 	if len(paths) == 0 {
 		return "", errors.New("no paths provided")
 	}
-	root := e.chroot()
 	for _, dir := range paths {
 		nodePath := filepath.Join(dir, plugin)
-		fi, err := os.Stat(filepath.Join(root, nodePath))
+		p, err := Resolve(e.rootOrSlash(), nodePath)
+		if err != nil {
+			if errors.Is(err, ErrLeavesRoot) || errors.Is(err, syscall.ELOOP) {
+				return "", fmt.Errorf("plugin %q: %w", plugin, err)
+			}
+			continue // unreadable: as libcni's FindInPath, not here
+		}
+		fi, err := os.Lstat(p) // p has no symlink left: a link swapped in since is refused
 		if err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
 			return nodePath, nil
 		}

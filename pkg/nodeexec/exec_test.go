@@ -65,7 +65,7 @@ func nodeRoot(t *testing.T) (root, marker string) {
 }
 
 type probeReport struct {
-	Cwd, Cgroup, Path, Marker, Stdin string
+	Argv0, Cwd, Cgroup, Path, Marker, Stdin string
 }
 
 func decodeReport(t *testing.T, out []byte) probeReport {

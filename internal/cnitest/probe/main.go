@@ -25,6 +25,9 @@ import (
 // Report is what the probe saw.
 type Report struct {
 	Command string `json:"command"`
+	// Argv0 is os.Args[0]: the path the plugin was run by (a multi-call
+	// binary's links tell it which plugin to be by this).
+	Argv0 string `json:"argv0"`
 	// Cwd is the working directory.
 	Cwd string `json:"cwd"`
 	// Cgroup is /proc/self/cgroup.
@@ -44,7 +47,7 @@ type conf struct {
 }
 
 func report(command string, stdin []byte, readFile string) Report {
-	r := Report{Command: command, Path: os.Getenv("PATH"), Stdin: string(stdin)}
+	r := Report{Command: command, Argv0: os.Args[0], Path: os.Getenv("PATH"), Stdin: string(stdin)}
 	r.Cwd, _ = os.Getwd()
 	if b, err := os.ReadFile("/proc/self/cgroup"); err == nil {
 		r.Cgroup = string(b)
