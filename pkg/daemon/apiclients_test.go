@@ -29,6 +29,7 @@ func TestMain(m *testing.M) { os.Exit(apiservertest.Main(m)) }
 // a pod "web" bound to node, and a client config of multinetd's
 // ServiceAccount (its RBAC from deploy/base) for newAPIClients.
 type clientFixture struct {
+	ns    string // the namespace: apiservertest.Unique of the one asked for
 	ctx   context.Context
 	admin kubernetes.Interface
 	pod   *corev1.Pod
@@ -41,6 +42,7 @@ func newClientFixture(t *testing.T, ns, node string) clientFixture {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	admin := kubernetes.NewForConfigOrDie(srv.Config())
+	ns = apiservertest.Name(t, ns)
 	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
@@ -52,7 +54,7 @@ func newClientFixture(t *testing.T, ns, node string) clientFixture {
 		t.Fatal(err)
 	}
 	rc := srv.ServiceAccountConfig(t, "deploy/base/multinetd-rbac.yaml", "multinet-system", "multinetd")
-	return clientFixture{ctx: ctx, admin: admin, pod: pod, rc: rc}
+	return clientFixture{ns: ns, ctx: ctx, admin: admin, pod: pod, rc: rc}
 }
 
 // Events have a rate limiter of their own (issue 14): with multinetd's
@@ -63,9 +65,8 @@ func newClientFixture(t *testing.T, ns, node string) clientFixture {
 // would have to wait 1000 s for a token, longer than its context allows,
 // and fail at once (client-go's limiter refuses a wait past the deadline).
 func TestEventsDoNotHoldBackStatusPatches(t *testing.T) {
-	const ns = "events-budget"
-	f := newClientFixture(t, ns, "node-events")
-	ctx, admin, pod, rc := f.ctx, f.admin, f.pod, f.rc
+	f := newClientFixture(t, "events-budget", "node-events")
+	ns, ctx, admin, pod, rc := f.ns, f.ctx, f.admin, f.pod, f.rc
 	const burst = 5
 	rc.QPS, rc.Burst = 0.001, burst
 	clients, err := newAPIClients(rc)
@@ -140,9 +141,8 @@ func (h *headerLog) RoundTrip(req *http.Request) (*http.Response, error) {
 // ResourceSlices) ask for protobuf and get it from a real API server; the
 // NAD client (a CRD, served as JSON only) asks for JSON.
 func TestAPIClientsSpeakProtobuf(t *testing.T) {
-	const ns = "protobuf"
-	f := newClientFixture(t, ns, "node-pb")
-	ctx, pod, rc := f.ctx, f.pod, f.rc
+	f := newClientFixture(t, "protobuf", "node-pb")
+	ns, ctx, pod, rc := f.ns, f.ctx, f.pod, f.rc
 	log := &headerLog{seen: map[string][2]string{}}
 	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { log.next = rt; return log })
 	clients, err := newAPIClients(rc)
@@ -169,13 +169,13 @@ func TestAPIClientsSpeakProtobuf(t *testing.T) {
 	const pb = "application/vnd.kubernetes.protobuf"
 	log.mu.Lock()
 	defer log.mu.Unlock()
-	for _, k := range []string{"GET /api/v1/namespaces/protobuf/pods/web", "PATCH /api/v1/namespaces/protobuf/pods/web/status",
-		"POST /api/v1/namespaces/protobuf/events", "GET /apis/resource.k8s.io/v1/resourceslices"} {
+	for _, k := range []string{"GET /api/v1/namespaces/" + ns + "/pods/web", "PATCH /api/v1/namespaces/" + ns + "/pods/web/status",
+		"POST /api/v1/namespaces/" + ns + "/events", "GET /apis/resource.k8s.io/v1/resourceslices"} {
 		if h, ok := log.seen[k]; !ok || !strings.HasPrefix(h[0], pb) || h[1] != pb {
 			t.Errorf("%s: Accept %q, answered as %q (seen %v), want %s", k, h[0], h[1], ok, pb)
 		}
 	}
-	k := "GET /apis/k8s.cni.cncf.io/v1/namespaces/protobuf/network-attachment-definitions"
+	k := "GET /apis/k8s.cni.cncf.io/v1/namespaces/" + ns + "/network-attachment-definitions"
 	if h := log.seen[k]; strings.Contains(h[0], pb) || !strings.HasPrefix(h[1], "application/json") {
 		t.Errorf("%s: Accept %q, answered as %q, want JSON", k, h[0], h[1])
 	}

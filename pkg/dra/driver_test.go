@@ -142,15 +142,15 @@ func tainted(s *resourceapi.ResourceSlice, device string) bool {
 // unhealthy gets the NoSchedule taint and loses it when healthy again; on
 // stop the device-info files are removed.
 func TestPublishSlices(t *testing.T) {
-	r := startDriver(t, "dra-node-a")
+	r := startDriver(t, apiservertest.Name(t, "dra-node-a"))
 	s := r.waitSlice(t, "the slice", func(s *resourceapi.ResourceSlice) bool { return len(s.Spec.Devices) == 2 })
-	if s.Spec.Pool.Name != "dra-node-a/example.com/vhost" {
+	if s.Spec.Pool.Name != r.node+"/example.com/vhost" {
 		t.Errorf("pool = %q", s.Spec.Pool.Name)
 	}
-	if s.Spec.NodeName == nil || *s.Spec.NodeName != "dra-node-a" {
+	if s.Spec.NodeName == nil || *s.Spec.NodeName != r.node {
 		t.Errorf("nodeName = %v", s.Spec.NodeName)
 	}
-	if len(s.OwnerReferences) != 1 || s.OwnerReferences[0].Kind != "Node" || s.OwnerReferences[0].Name != "dra-node-a" {
+	if len(s.OwnerReferences) != 1 || s.OwnerReferences[0].Kind != "Node" || s.OwnerReferences[0].Name != r.node {
 		t.Errorf("ownerReferences = %+v, want the Node", s.OwnerReferences)
 	}
 	for i, d := range s.Spec.Devices {
@@ -190,7 +190,7 @@ func TestPublishSlices(t *testing.T) {
 	for _, h := range report.Devices {
 		health[h.PoolName+"/"+h.DeviceName] = h.Health
 	}
-	if health["dra-node-a/example.com/vhost/slot0"] != kubeletplugin.HealthStatusUnhealthy || health["dra-node-a/example.com/vhost/slot1"] != kubeletplugin.HealthStatusHealthy {
+	if health[r.node+"/example.com/vhost/slot0"] != kubeletplugin.HealthStatusUnhealthy || health[r.node+"/example.com/vhost/slot1"] != kubeletplugin.HealthStatusHealthy {
 		t.Errorf("health report = %v, want slot0 Unhealthy, slot1 Healthy", health)
 	}
 	if err := os.Mkdir(filepath.Join(r.slotDir, "slot0"), 0o755); err != nil {
@@ -219,12 +219,14 @@ func firstReport(t *testing.T, d *Driver) kubeletplugin.DeviceHealthReport {
 	return kubeletplugin.DeviceHealthReport{}
 }
 
-func claim(uid, device string) *resourceapi.ResourceClaim {
+// claim is a claim of uid allocated device of r's pool and a device of
+// another driver.
+func claim(r *running, uid, device string) *resourceapi.ResourceClaim {
 	return &resourceapi.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "c-" + uid, UID: types.UID(uid)},
 		Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{
 			Results: []resourceapi.DeviceRequestAllocationResult{
-				{Request: "net", Driver: DefaultDriverName, Pool: "dra-node-b/example.com/vhost", Device: device},
+				{Request: "net", Driver: DefaultDriverName, Pool: r.node + "/example.com/vhost", Device: device},
 				{Request: "other", Driver: "other.example.com", Pool: "p", Device: "d"},
 			}}}},
 	}
@@ -243,7 +245,7 @@ func apiClaim(t *testing.T, r *running, name, device string) *resourceapi.Resour
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Status = claim("x", device).Status
+	c.Status = claim(r, "x", device).Status
 	if c, err = r.admin.ResourceV1().ResourceClaims("default").UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -259,11 +261,11 @@ func apiClaim(t *testing.T, r *running, name, device string) *resourceapi.Resour
 // pod's claim late), the device can be prepared again; unprepare removes
 // the spec and is idempotent.
 func TestPrepareUnprepare(t *testing.T) {
-	r := startDriver(t, "dra-node-b")
+	r := startDriver(t, apiservertest.Name(t, "dra-node-b"))
 	r.waitSlice(t, "the slice", func(s *resourceapi.ResourceSlice) bool { return len(s.Spec.Devices) == 2 })
 	ctx := context.Background()
 	c1 := apiClaim(t, r, "c1", "slot1")
-	res, err := r.d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{c1, claim("u2", "slot1"), claim("u3", "slot9")})
+	res, err := r.d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{c1, claim(r, "u2", "slot1"), claim(r, "u3", "slot9")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +274,7 @@ func TestPrepareUnprepare(t *testing.T) {
 	}
 	devs := res[c1.UID].Devices
 	cdiName := string(c1.UID) + "-slot1"
-	if len(devs) != 1 || devs[0].DeviceName != "slot1" || devs[0].PoolName != "dra-node-b/example.com/vhost" ||
+	if len(devs) != 1 || devs[0].DeviceName != "slot1" || devs[0].PoolName != r.node+"/example.com/vhost" ||
 		len(devs[0].Requests) != 1 || devs[0].Requests[0] != "net" || len(devs[0].CDIDeviceIDs) != 1 || devs[0].CDIDeviceIDs[0] != "multinet.io/net="+cdiName {
 		t.Errorf("c1 devices = %+v", devs)
 	}
@@ -305,7 +307,7 @@ func TestPrepareUnprepare(t *testing.T) {
 	if _, err := os.Stat(specFile); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("CDI spec after unprepare: %v", err)
 	}
-	res, err = r.d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{claim("u2", "slot1")})
+	res, err = r.d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{claim(r, "u2", "slot1")})
 	if err != nil || res["u2"].Err != nil {
 		t.Errorf("u2 after c1 was unprepared: %v %v", err, res["u2"].Err)
 	}
@@ -318,7 +320,7 @@ func TestPrepareUnprepare(t *testing.T) {
 	if err := r.admin.ResourceV1().ResourceClaims("default").Delete(ctx, "c4", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := r.d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{claim("u5", "slot0")}); err != nil || res["u5"].Err != nil {
+	if res, err := r.d.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{claim(r, "u5", "slot0")}); err != nil || res["u5"].Err != nil {
 		t.Errorf("u5 after its holder c4 was deleted: %v %v", err, res["u5"].Err)
 	}
 }

@@ -30,7 +30,7 @@ func TestSeedFromSlices(t *testing.T) {
 	srv := apiservertest.Shared(t)
 	admin := kubernetes.NewForConfigOrDie(srv.Config())
 	ctx := context.Background()
-	const node = "dra-node-seed"
+	node := apiservertest.Name(t, "dra-node-seed")
 	if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -81,8 +81,9 @@ func fixture(t *testing.T, kc kubernetes.Interface, node, ns string) (*corev1.Po
 func TestDevice(t *testing.T) {
 	srv := apiservertest.Shared(t)
 	kc := kubernetes.NewForConfigOrDie(srv.Config())
-	pod, claim := fixture(t, kc, "node-d", "dra-device")
-	c := newClient(t, srv.Config(), "node-d")
+	node, ns := apiservertest.Name(t, "node-d"), apiservertest.Name(t, "dra-device")
+	pod, claim := fixture(t, kc, node, ns)
+	c := newClient(t, srv.Config(), node)
 	ctx := context.Background()
 	stale := pod.DeepCopy()
 	stale.Status.ResourceClaimStatuses = nil
@@ -91,8 +92,8 @@ func TestDevice(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := Device{Namespace: "dra-device", Claim: claim.Name, ClaimUID: claim.UID, Driver: testDriver,
-			Pool: "node-d/example.com/dra", Name: "eth1", ResourceName: "example.com/dra", DeviceID: "eth1"}
+		want := Device{Namespace: ns, Claim: claim.Name, ClaimUID: claim.UID, Driver: testDriver,
+			Pool: node + "/example.com/dra", Name: "eth1", ResourceName: "example.com/dra", DeviceID: "eth1"}
 		if *d != want {
 			t.Errorf("device = %+v, want %+v", *d, want)
 		}
@@ -116,8 +117,9 @@ func TestDevice(t *testing.T) {
 func TestStatus(t *testing.T) {
 	srv := apiservertest.Shared(t)
 	kc := kubernetes.NewForConfigOrDie(srv.Config())
-	pod, _ := fixture(t, kc, "node-s", "dra-status")
-	c := newClient(t, srv.Config(), "node-s")
+	node := apiservertest.Name(t, "node-s")
+	pod, _ := fixture(t, kc, node, apiservertest.Name(t, "dra-status"))
+	c := newClient(t, srv.Config(), node)
 	ctx := context.Background()
 	d, err := c.Device(ctx, pod, "multinet-net-1", "example.com/dra")
 	if err != nil {

@@ -92,13 +92,14 @@ func (e *env) allocator(t testing.TB, node string, cached bool, rc *requestCount
 
 var nonName = regexp.MustCompile(`[^a-z0-9]+`)
 
-// name is a DNS label unique to the test (pools, namespaces).
+// name is a DNS label unique to the test and to its run (pools,
+// namespaces): go test -count=N runs it N times against one server.
 func name(t testing.TB, suffix string) string {
 	s := strings.Trim(nonName.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
 	if len(s) > 40 {
 		s = s[len(s)-40:]
 	}
-	return strings.Trim(s, "-") + "-" + suffix
+	return apiservertest.Name(t, strings.Trim(s, "-")+"-"+suffix)
 }
 
 // config is a Config of network (the default pool) with the given "ipam" keys (ranges, exclude,

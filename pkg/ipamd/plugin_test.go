@@ -181,7 +181,7 @@ func TestPluginEndToEnd(t *testing.T) {
 	cs := versioned.NewForConfigOrDie(admin)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	ns := "plugin-e2e"
+	ns := apiservertest.Name(t, "plugin-e2e")
 	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestPluginEndToEnd(t *testing.T) {
 	pod3 := createPod(t, kc, ns, "pod3", "node-a")
 	_, err = cni.AddNetworkList(ctx, netA, rt("c3", "net1", pod3, map[string]any{"ips": []string{"10.60.0.77/24"}}))
 	var cerr *types.Error
-	if !errors.As(err, &cerr) || cerr.Code != types.ErrTryAgainLater || !strings.Contains(cerr.Msg, "10.60.0.77 is held by pod plugin-e2e/pod2") {
+	if !errors.As(err, &cerr) || cerr.Code != types.ErrTryAgainLater || !strings.Contains(cerr.Msg, "10.60.0.77 is held by pod "+ns+"/pod2") {
 		t.Errorf("taken address: %v", err)
 	}
 
@@ -358,7 +358,7 @@ func TestServiceReconcile(t *testing.T) {
 	cs := versioned.NewForConfigOrDie(admin)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	ns := "reconcile"
+	ns := apiservertest.Name(t, "reconcile")
 	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
