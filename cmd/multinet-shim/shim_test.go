@@ -385,12 +385,15 @@ func TestGCForwardsValidAttachments(t *testing.T) {
 }
 
 // A daemon that honours its request context answers before the shim's
-// "timeout" with code 11 (the server shortens its deadline to fit).
+// "timeout" with code 11 (the server shortens its deadline to fit, leaving
+// a tenth of it, at most 1 s, to answer). The timeout is 3 s, so that the
+// margin (300 ms) holds on a loaded machine: with 300 ms (a 30 ms margin)
+// the shim gave up first in 1 of 10 runs under a parallel build.
 func TestTimeoutDaemonAnswers(t *testing.T) {
 	h := &handler{block: make(chan struct{}), ended: make(chan error, 1)}
 	defer close(h.block)
 	sock := serve(t, h)
-	e := cniError(t, execShim(t, cniEnv("ADD"), netconf("1.0.0", sock, `, "timeout": "300ms"`)))
+	e := cniError(t, execShim(t, cniEnv("ADD"), netconf("1.0.0", sock, `, "timeout": "3s"`)))
 	want := types.NewError(types.ErrTryAgainLater, "multinetd: ADD timed out", "attaching: context deadline exceeded")
 	if !reflect.DeepEqual(e, want) {
 		t.Errorf("error %+v, want %+v", e, want)
