@@ -97,7 +97,7 @@ func (o objects) keys() []string {
 	return ks
 }
 
-var overlays = []string{"overlays/default", "overlays/local"}
+var overlays = append([]string{"overlays/default", "overlays/local"}, distributionOverlays()...)
 
 // eachOverlay runs f as a subtest per overlay with its rendered objects.
 func eachOverlay(t *testing.T, f func(t *testing.T, dir string, o objects)) {

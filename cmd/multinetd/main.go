@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/multinet/multinet/internal/version"
+	"github.com/multinet/multinet/pkg/criruntime"
 	"github.com/multinet/multinet/pkg/daemon"
 	"github.com/multinet/multinet/pkg/nodeexec"
 )
@@ -30,8 +31,8 @@ func main() {
 	nodeName := flag.String("node-name", "", "node whose pods this daemon serves (default $NODE_NAME, else the host name)")
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig path (default: in-cluster config)")
 	socketPath := flag.String("socket-path", "", "shim socket path (default "+def.SocketPath+")")
-	confDir := flag.String("cni-conf-dir", "", "container runtime's CNI conf dir (default "+def.CNIConfDir+")")
-	binDirs := flag.String("cni-bin-dirs", "", "delegate plugin dirs, ':'-separated (default: the runtime's CNI_PATH)")
+	confDir := flag.String("cni-conf-dir", "", "container runtime's CNI conf dir (default: the runtime's, asked through the CRI at runtimeEndpoint, else "+daemon.DefaultCNIConfDir+")")
+	binDirs := flag.String("cni-bin-dirs", "", "delegate plugin dirs, ':'-separated (default: the runtime's, asked through the CRI at runtimeEndpoint, else the CNI_PATH of each request)")
 	stateDir := flag.String("state-dir", "", "attachment records dir (default "+def.StateDir+")")
 	defaultNAD := flag.String("default-network-nad", "", "default network: NetworkAttachmentDefinition namespace/name")
 	defaultFile := flag.String("default-network-file", "", "default network: CNI config file path")
@@ -77,6 +78,9 @@ func main() {
 	if *binDirs != "" {
 		cfg.CNIBinDirs = strings.Split(*binDirs, ":")
 	}
+	// cniConfDir and cniBinDirs left unset: the runtime's own, else the
+	// defaults; logged once with where each came from.
+	cfg.ResolveRuntimeCNI(context.Background(), criruntime.Discover).Log(klog.Background())
 	if err := cfg.Complete(); err != nil {
 		fmt.Fprintf(os.Stderr, "invalid configuration: %v\n", err)
 		os.Exit(2)

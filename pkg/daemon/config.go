@@ -70,11 +70,14 @@ type Config struct {
 	// SocketPath is the shim's socket (directory made 0700, socket 0600).
 	SocketPath string `json:"socketPath,omitempty"`
 	// CNIConfDir is the container runtime's CNI conf dir, where multinetd
-	// writes ConfFileName.
+	// writes ConfFileName. Empty: the runtime's (ResolveRuntimeCNI), else
+	// DefaultCNIConfDir.
 	CNIConfDir string `json:"cniConfDir,omitempty"`
 	// ConfFileName is multinet's own CNI config file in CNIConfDir.
 	ConfFileName string `json:"confFileName,omitempty"`
-	// CNIBinDirs are the delegates' CNI_PATH; empty uses the runtime's.
+	// CNIBinDirs are the delegates' CNI_PATH. Empty: the runtime's plugin
+	// dirs as it reports them through the CRI (ResolveRuntimeCNI), else the
+	// CNI_PATH of each request.
 	CNIBinDirs []string `json:"cniBinDirs,omitempty"`
 	// NodeRoot is the node's root file system in the daemon's view: "/" for
 	// a host process, "/host" in the shipped DaemonSet (the node's "/"
@@ -155,7 +158,9 @@ type Config struct {
 	// RuntimeEndpoint is the container runtime's CRI socket in the daemon's
 	// view ("unix:///path" or "/path"), through which multinetd lists the
 	// pod sandboxes the runtime holds, to reap the records of those it
-	// removed without a DEL reaching multinetd. "" disables reaping.
+	// removed without a DEL reaching multinetd, and which it asks at start
+	// for its CNI settings when CNIConfDir or CNIBinDirs is unset
+	// (ResolveRuntimeCNI). "" disables both.
 	RuntimeEndpoint string `json:"runtimeEndpoint,omitempty"`
 	// ReapInterval is how often multinetd reaps; 0 disables reaping.
 	ReapInterval Duration `json:"reapInterval,omitempty"`
@@ -231,7 +236,6 @@ func Defaults() Config {
 	return Config{
 		SocketPath:            api.DefaultSocketPath,
 		NodeRoot:              "/",
-		CNIConfDir:            "/etc/cni/net.d",
 		ConfFileName:          "00-multinet.conflist",
 		StateDir:              "/var/lib/multinet",
 		DevInfoRoot:           devinfo.DefaultRoot,
@@ -284,6 +288,9 @@ func (c *Config) Complete() error {
 			return fmt.Errorf("nodeName: not set and no host name: %w", err)
 		}
 		c.NodeName = strings.ToLower(h)
+	}
+	if c.CNIConfDir == "" { // ResolveRuntimeCNI not called
+		c.CNIConfDir = DefaultCNIConfDir
 	}
 	if c.DefaultNetwork.ConfDir == "" {
 		c.DefaultNetwork.ConfDir = c.CNIConfDir

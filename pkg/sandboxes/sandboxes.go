@@ -43,7 +43,7 @@ type Lister struct {
 // as Docker's containerd without the CRI plugin, would otherwise make every
 // record look stale). Errors: an empty or malformed endpoint.
 func New(endpoint string, self *Pod) (*Lister, error) {
-	target, err := dialTarget(endpoint)
+	target, err := DialTarget(endpoint)
 	if err != nil {
 		return nil, err
 	}
@@ -55,8 +55,9 @@ func New(endpoint string, self *Pod) (*Lister, error) {
 	return &Lister{endpoint: endpoint, conn: conn, client: runtimeapi.NewRuntimeServiceClient(conn), self: self}, nil
 }
 
-// dialTarget turns a CRI endpoint into a gRPC target.
-func dialTarget(endpoint string) (string, error) {
+// DialTarget turns a CRI endpoint ("unix:///path" or an absolute socket
+// path) into a gRPC target. Errors: an empty or malformed endpoint.
+func DialTarget(endpoint string) (string, error) {
 	switch {
 	case endpoint == "":
 		return "", errors.New("CRI runtime endpoint: empty")
