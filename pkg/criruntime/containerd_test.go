@@ -30,6 +30,10 @@ func containerdBinary(t *testing.T) string {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	repo := filepath.Join(filepath.Dir(file), "..", "..")
+	// ensure_containerd logs a build into _output/, which a fresh checkout lacks.
+	if err := os.MkdirAll(filepath.Join(repo, "_output"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command("bash", "-c", `. hack/lib/cluster.sh && ensure_containerd >&2 && echo "$CONTAINERD_CACHE_DIR/containerd"`)
 	cmd.Dir = repo
 	var stderr bytes.Buffer
