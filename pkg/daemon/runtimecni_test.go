@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -121,10 +122,13 @@ func TestResolveRuntimeCNI(t *testing.T) {
 // not "/"), a conf dir from the runtime that is not mounted at the same
 // path is used, with a warning naming the fix.
 func TestResolveRuntimeCNIWarnsOfConfDirNotInView(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "not-mounted", "net.d") // a path no host has
 	c := Defaults()
 	c.NodeRoot, c.RuntimeEndpoint = "/host", testEndpoint
-	r := c.ResolveRuntimeCNI(context.Background(), k3sRuntime)
-	if c.CNIConfDir != "/var/lib/rancher/k3s/agent/etc/cni/net.d" || !strings.Contains(r.Warning, "mount the node's /var/lib/rancher/k3s/agent/etc/cni/net.d there") {
+	r := c.ResolveRuntimeCNI(context.Background(), func(context.Context, string) (criruntime.Runtime, error) {
+		return criruntime.Runtime{Name: "containerd", Version: "v2.4.2", CNI: criruntime.CNI{ConfDir: missing}}, nil
+	})
+	if c.CNIConfDir != missing || !strings.Contains(r.Warning, "mount the node's "+missing+" there") {
 		t.Errorf("cniConfDir %q, warning %q", c.CNIConfDir, r.Warning)
 	}
 	if out := logged(r); !strings.Contains(out, "WARNING: the runtime's CNI conf dir") {
