@@ -318,8 +318,13 @@ func (d *Driver) prepare(ctx context.Context, c *resourceapi.ResourceClaim) ([]k
 			return nil, fmt.Errorf("device %s/%s is not published by driver %s on node %s", r.Pool, r.Device, d.opts.DriverName, d.opts.NodeName)
 		}
 		key := r.Pool + "/" + r.Device
-		if other, busy := d.owner[key]; busy && other.uid != c.UID && d.stillHolds(ctx, other, r.Pool, r.Device) {
-			return nil, fmt.Errorf("device %s (%s) is prepared for another ResourceClaim, %s/%s (uid %s), which still holds it", key, dev.ID, other.namespace, other.name, other.uid)
+		if other, busy := d.owner[key]; busy && other.uid != c.UID {
+			if d.stillHolds(ctx, other, r.Pool, r.Device) {
+				return nil, fmt.Errorf("device %s (%s) is prepared for another ResourceClaim, %s/%s (uid %s), which still holds it", key, dev.ID, other.namespace, other.name, other.uid)
+			}
+			if err := d.backInHost(r.Pool, r.Device, dev.ID, other); err != nil {
+				return nil, err
+			}
 		}
 		kd := kubeletplugin.Device{Requests: []string{r.Request}, PoolName: r.Pool, DeviceName: r.Device}
 		if len(dev.Mounts) > 0 || len(dev.DeviceNodes) > 0 {
@@ -338,6 +343,26 @@ func (d *Driver) prepare(ctx context.Context, c *resourceapi.ResourceClaim) ([]k
 	}
 	d.prepared[c.UID] = held
 	return out, nil
+}
+
+// backInHost fails while device (pool device id) of DRA pool poolName, freed by claim h
+// (deleted, or no longer allocated it), is still out of the host: the
+// scheduler may give the device to a new claim as soon as the old one is
+// gone, before the kubelet has torn down the old pod's sandbox, whose CNI
+// DEL moves the device back. Refusing the prepare until then keeps the new
+// pod from being started on a device that is not there (its first CNI ADD
+// would fail); the kubelet retries the prepare. Pools whose devices never
+// leave the host (no pool.HostPresence) always pass.
+func (d *Driver) backInHost(poolName, device, id string, h holder) error {
+	sp, ok := d.byDRA[poolName]
+	if !ok {
+		return nil
+	}
+	if hp, ok := sp.pool.(pool.HostPresence); ok && !hp.InHost(id) {
+		return fmt.Errorf("device %s/%s (%s) is not back in the host yet: ResourceClaim %s/%s (uid %s) held it, and its pod's network teardown has not returned it (the kubelet retries)",
+			poolName, device, id, h.namespace, h.name, h.uid)
+	}
+	return nil
 }
 
 // stillHolds reports whether claim h (prepared earlier, not unprepared

@@ -219,6 +219,15 @@ func (p *netdevPool) AssumeSeen(ids []string) bool {
 	return changed
 }
 
+// InHost implements HostPresence: the interface is in the pool's network
+// namespace now.
+func (p *netdevPool) InHost(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st, ok := p.links[id]
+	return ok && st.index != 0
+}
+
 func (p *netdevPool) rebuildLocked() {
 	ds := make([]Device, 0, len(p.links))
 	for name, st := range p.links {

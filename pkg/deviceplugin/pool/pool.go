@@ -91,6 +91,15 @@ type Seeder interface {
 	AssumeSeen(ids []string) bool
 }
 
+// HostPresence is implemented by pools whose devices leave the host while
+// in use (netdev pools). InHost reports whether device id is in the pool's
+// network namespace now: false while it is in a pod's, including the moment
+// after its holder's pod was deleted and before the pod's sandbox teardown
+// (the CNI DEL) brought it back.
+type HostPresence interface {
+	InHost(id string) bool
+}
+
 // Env is what pools need from the host besides their configuration.
 type Env struct {
 	// SysfsRoot is the sysfs mount point, "/sys" when empty.
