@@ -65,6 +65,16 @@ func checkCancelledGroup(t *testing.T, e *Exec, fork, arg string, outside bool) 
 	}()
 	self := readPID(t, selfFile, "1000")
 	pid := readPID(t, pidFile, arg) // the delegate is running and has forked
+	// The fork is what it should be when the context ends: "setsid sleep"
+	// has left the delegate's session once it runs sleep (setsid exec's it
+	// after setsid(2)). Before, the context could end while it was still
+	// setsid in the delegate's group, and the group kill took it (5 runs of
+	// 10 under a parallel build, make test-flakes).
+	for deadline := time.Now().Add(10 * time.Second); !running(pid, arg); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d forked by the delegate is not sleep %s within 10 s", pid, arg)
+		}
+	}
 	cancel()
 	select {
 	case err := <-done:
