@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
+	"github.com/multinet/multinet/internal/critest"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -173,20 +172,10 @@ func (r *fakeRuntime) Status(_ context.Context, req *runtimeapi.StatusRequest) (
 	return resp, nil
 }
 
+// serveFake serves svc (nil: no RuntimeService) and returns its endpoint.
 func serveFake(t *testing.T, svc runtimeapi.RuntimeServiceServer) string {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "cri.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	if svc != nil {
-		runtimeapi.RegisterRuntimeServiceServer(srv, svc)
-	}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(srv.Stop)
-	return "unix://" + sock
+	return "unix://" + critest.Serve(t, svc)
 }
 
 // TestDiscoverFakeRuntime (fake CRI server): Discover asks for the verbose

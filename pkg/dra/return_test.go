@@ -2,7 +2,6 @@ package dra
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,9 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/multinet/multinet/internal/apiservertest"
-	"github.com/multinet/multinet/pkg/deviceplugin/config"
 	"github.com/multinet/multinet/pkg/deviceplugin/pool"
-	"github.com/multinet/multinet/pkg/devinfo"
 )
 
 // newTestNS is a network namespace removed when the test ends.
@@ -87,18 +84,8 @@ func TestPrepareWaitsForTheDeviceToComeBack(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = admin.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{}) })
 	const rn = "example.com/net"
-	dir := t.TempDir()
-	cfg := &config.Config{Pools: []config.Pool{{ResourceName: rn, Netdev: &config.NetdevSelector{Names: []string{"dev0"}}}}}
-	d, err := New(cfg, pool.Env{NetNSPath: host.Path()}, Options{NodeName: node, Client: kubernetes.NewForConfigOrDie(driverIdentity(t, srv)),
-		DevInfo: devinfo.Store{Root: filepath.Join(dir, "devinfo")}, KubeletDir: filepath.Join(dir, "kubelet"), CDIDir: filepath.Join(dir, "cdi")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &running{d: d, admin: admin, node: node, done: make(chan error, 1)}
-	runCtx, cancel := context.WithCancel(ctx)
-	r.cancel = cancel
-	go func() { r.done <- d.Run(runCtx) }()
-	t.Cleanup(r.stop)
+	r := runNetdevDriver(t, srv, node, rn, host.Path(), "dev0")
+	d := r.d
 	s := r.waitSlice(t, "the slice", func(s *resourceapi.ResourceSlice) bool { return len(s.Spec.Devices) == 1 && !tainted(s, "dev0") })
 	poolName := s.Spec.Pool.Name
 

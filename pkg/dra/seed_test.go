@@ -53,18 +53,7 @@ func TestSeedFromSlices(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	dir := t.TempDir()
-	cfg := &config.Config{Pools: []config.Pool{{ResourceName: rn, Netdev: &config.NetdevSelector{Names: []string{"inpod0", "lost0"}}}}}
-	d, err := New(cfg, pool.Env{NetNSPath: n.Path()}, Options{NodeName: node, Client: kubernetes.NewForConfigOrDie(driverIdentity(t, srv)),
-		DevInfo: devinfo.Store{Root: filepath.Join(dir, "devinfo")}, KubeletDir: filepath.Join(dir, "kubelet"), CDIDir: filepath.Join(dir, "cdi")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &running{d: d, admin: admin, node: node, done: make(chan error, 1)}
-	runCtx, cancel := context.WithCancel(ctx)
-	r.cancel = cancel
-	go func() { r.done <- d.Run(runCtx) }()
-	t.Cleanup(r.stop)
+	r := runNetdevDriver(t, srv, node, rn, n.Path(), "inpod0", "lost0")
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		var s []resourceapi.ResourceSlice
@@ -81,4 +70,24 @@ func TestSeedFromSlices(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// runNetdevDriver runs a driver for node (created by the caller) with one
+// netdev pool of resource rn naming names in the network namespace at
+// netnsPath, as the driver's ServiceAccount, until the test ends.
+func runNetdevDriver(t *testing.T, srv *apiservertest.Server, node, rn, netnsPath string, names ...string) *running {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := &config.Config{Pools: []config.Pool{{ResourceName: rn, Netdev: &config.NetdevSelector{Names: names}}}}
+	d, err := New(cfg, pool.Env{NetNSPath: netnsPath}, Options{NodeName: node, Client: kubernetes.NewForConfigOrDie(driverIdentity(t, srv)),
+		DevInfo: devinfo.Store{Root: filepath.Join(dir, "devinfo")}, KubeletDir: filepath.Join(dir, "kubelet"), CDIDir: filepath.Join(dir, "cdi")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &running{d: d, admin: kubernetes.NewForConfigOrDie(srv.Config()), node: node, done: make(chan error, 1)}
+	runCtx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go func() { r.done <- d.Run(runCtx) }()
+	t.Cleanup(r.stop)
+	return r
 }

@@ -2,13 +2,12 @@ package sandboxes
 
 import (
 	"context"
-	"net"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
+	"github.com/multinet/multinet/internal/critest"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -22,22 +21,10 @@ func (r *runtime) ListPodSandbox(context.Context, *runtimeapi.ListPodSandboxRequ
 	return &runtimeapi.ListPodSandboxResponse{Items: r.items}, nil
 }
 
-// serve serves svc (nil: a server with no RuntimeService) on a socket in a
-// temporary directory and returns the socket path.
+// serve serves svc (nil: no RuntimeService) and returns the socket path.
 func serve(t *testing.T, svc runtimeapi.RuntimeServiceServer) string {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "cri.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	if svc != nil {
-		runtimeapi.RegisterRuntimeServiceServer(srv, svc)
-	}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(srv.Stop)
-	return sock
+	return critest.Serve(t, svc)
 }
 
 func sandbox(id, ns, name string, state runtimeapi.PodSandboxState) *runtimeapi.PodSandbox {
