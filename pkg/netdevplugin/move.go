@@ -1,11 +1,13 @@
 package netdevplugin
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"syscall"
+	"time"
 
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -108,6 +110,31 @@ func (n *netNS) link(name string) (netlink.Link, error) {
 		return nil, fmt.Errorf("link %s in %s: %w", name, n.what, err)
 	}
 	return l, nil
+}
+
+// waitLink looks up the link name in n, waiting up to within (while ctx
+// lasts) for it to appear when it is not there: a device the previous
+// holder's CNI DEL is still moving back. Errors: the lookup fails otherwise,
+// or the link is still missing at the end, naming how long it waited.
+func (n *netNS) waitLink(ctx context.Context, name string, within time.Duration) (netlink.Link, error) {
+	deadline := time.Now().Add(within)
+	for {
+		l, err := n.h.LinkByName(name)
+		switch {
+		case err == nil:
+			return l, nil
+		case !isNotFound(err):
+			return nil, fmt.Errorf("link %s in %s: %w", name, n.what, err)
+		case within <= 0:
+			return nil, fmt.Errorf("link %s in %s: %w", name, n.what, err)
+		case !time.Now().Before(deadline) || ctx.Err() != nil:
+			return nil, fmt.Errorf("link %s in %s: %w (waited %s for it to come back from the pod that held it)", name, n.what, err, within)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // first returns the first of names that is a link in n.

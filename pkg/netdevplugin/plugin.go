@@ -39,6 +39,13 @@ var SupportedVersions = version.PluginSupports("0.3.0", "0.3.1", "0.4.0", "1.0.0
 // included, when Plugin.Timeout is zero.
 const DefaultTimeout = 60 * time.Second
 
+// DefaultDeviceWait is how long ADD waits, when Plugin.DeviceWait is zero,
+// for a device that is not in the host: it may be on its way back from the
+// pod that held it, whose sandbox teardown (the CNI DEL that returns it) can
+// still run when the kubelet or the DRA scheduler has already given the
+// device to the next pod.
+const DefaultDeviceWait = 20 * time.Second
+
 // rollbackTimeout bounds the IPAM DEL of a failed ADD.
 const rollbackTimeout = 10 * time.Second
 
@@ -58,6 +65,19 @@ type Plugin struct {
 	Stdout io.Writer
 	// Stderr receives the IPAM plugin's stderr; os.Stderr when nil.
 	Stderr io.Writer
+	// DeviceWait bounds how long ADD waits for a device absent from the host
+	// to appear there; DefaultDeviceWait when zero, no wait when negative.
+	DeviceWait time.Duration
+}
+
+func (p *Plugin) deviceWait() time.Duration {
+	switch {
+	case p.DeviceWait == 0:
+		return DefaultDeviceWait
+	case p.DeviceWait < 0:
+		return 0
+	}
+	return p.DeviceWait
 }
 
 func (p *Plugin) sysfs() string {
@@ -162,7 +182,7 @@ func (p *Plugin) Add(ctx context.Context, args *skel.CmdArgs) (*current.Result, 
 	}
 	defer pod.Close()
 
-	hl, err := host.link(dev)
+	hl, err := host.waitLink(ctx, dev, p.deviceWait())
 	if err != nil {
 		return nil, fmt.Errorf("multinet-netdev: device %s: %w", dev, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	current "github.com/containernetworking/cni/pkg/types/100"
@@ -329,11 +330,47 @@ func TestAddFailureAfterIPAMReleasesAddress(t *testing.T) {
 func TestAddMissingDevice(t *testing.T) {
 	e := newEnv(t)
 	e.dev = "mnd-missing0"
-	if _, err := e.add(e.args("net1", e.conf("1.1.0", e.hostLocal()))); err == nil || !strings.Contains(err.Error(), "mnd-missing0") {
-		t.Fatalf("ADD: %v, want an error naming the device", err)
+	e.p.DeviceWait = 300 * time.Millisecond
+	if _, err := e.add(e.args("net1", e.conf("1.1.0", e.hostLocal()))); err == nil || !strings.Contains(err.Error(), "mnd-missing0") ||
+		!strings.Contains(err.Error(), "waited 300ms") {
+		t.Fatalf("ADD: %v, want an error naming the device and the wait", err)
 	}
 	if got := e.reservations(); len(got) != 0 {
 		t.Fatalf("IPAM ran: %v", got)
+	}
+}
+
+// TestAddWaitsForTheDeviceToComeBack: the device is still in the pod
+// namespace of its previous holder when ADD starts (the kubelet or the
+// scheduler gave it to the next pod before the old pod's DEL ran); it comes
+// back 500 ms later, and ADD takes it instead of failing with "Link not
+// found" (a failed first sandbox, retried by the kubelet).
+func TestAddWaitsForTheDeviceToComeBack(t *testing.T) {
+	e := newEnv(t)
+	old := cnitest.NewNS(t)
+	if err := e.hostH.LinkSetNsFd(e.hostLink(e.dev), int(old.Fd())); err != nil {
+		t.Fatal(err)
+	}
+	oldH := cnitest.Handle(t, old)
+	back := make(chan error, 1)
+	go func() {
+		time.Sleep(500 * time.Millisecond) // the old pod's DEL, running late
+		l, err := oldH.LinkByName(e.dev)
+		if err == nil {
+			err = oldH.LinkSetNsFd(l, int(e.host.Fd()))
+		}
+		back <- err
+	}()
+	args := e.args("net1", e.conf("1.1.0", e.hostLocal()))
+	if _, err := e.add(args); err != nil {
+		t.Fatalf("ADD while the device comes back: %v", err)
+	}
+	if err := <-back; err != nil {
+		t.Fatalf("moving the device back: %v", err)
+	}
+	e.podLink("net1")
+	if err := e.del(args); err != nil {
+		t.Fatalf("DEL: %v", err)
 	}
 }
 
