@@ -101,7 +101,7 @@ bench: ## cluster benchmark table (hack/bench.sh BENCH_ARGS; needs cluster-up, r
 	$(MAKE) --no-print-directory bench-go
 
 .PHONY: multus-build
-multus-build: ## build Multus thick's multus-daemon and multus-shim (MULTUS_VERSION, default v4.2.3) into the cache and print the dir, for make bench MULTUS_BIN_DIR=<dir>; optional, not part of test
+multus-build: ## build Multus thick's multus-daemon and multus-shim (MULTUS_VERSION, default v4.3.0) into the cache and print the dir, for make bench MULTUS_BIN_DIR=<dir>; optional, not part of test
 	hack/multus-build.sh
 
 .PHONY: bench-multinode

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # multus-build.sh (make multus-build): builds Multus thick's multus-daemon and
-# multus-shim at MULTUS_VERSION (default v4.2.3) from the Go module proxy into
+# multus-shim at MULTUS_VERSION (default v4.3.0) from the Go module proxy into
 # the cache ($CACHE_DIR/multus/<version>, like the other cached builds of
 # hack/lib/cluster.sh) and prints that directory. Quick when both binaries are
 # there. Optional: only `make bench MULTUS_BIN_DIR=<dir>` uses them, to measure
-# Multus thick side by side with multinet (docs/bench.md). Cold: about 2 min.
+# Multus thick side by side with multinet (docs/bench.md). Cold: 2-4 min.
 #
 # The module is gopkg.in/k8snetworkplumbingwg/multus-cni.v4; `go install
 # pkg@version` does not work for it (the proxy serves no version list for the
@@ -16,7 +16,7 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib/cluster.sh"
 LOG_PREFIX=multus-build
 
-MULTUS_VERSION=${MULTUS_VERSION:-v4.2.3}
+MULTUS_VERSION=${MULTUS_VERSION:-v4.3.0}
 MODULE=gopkg.in/k8snetworkplumbingwg/multus-cni.v4
 OUT=$CACHE_DIR/multus/$MULTUS_VERSION
 

@@ -203,7 +203,7 @@ func TestCgroupMemory(t *testing.T) {
 
 // TestMultusDaemonConfig: multus-daemon's clusterNetwork is a directory
 // holding only the default network conflist, not the conflist's path
-// (given a .conflist path, Multus v4.2.3's DEL runs a lossy copy of it and
+// (given a .conflist path, Multus v4.3.0's DEL, as v4.2.3's, runs a lossy copy of it and
 // leaks the default network's addresses: daemonConfig).
 func TestMultusDaemonConfig(t *testing.T) {
 	m, err := newMultus(fakeMultusBin(t), t.TempDir())

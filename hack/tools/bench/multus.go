@@ -138,7 +138,7 @@ func (m *multus) start(ctx context.Context, c *cluster, e *env, cniVersion strin
 	// The daemon config (daemonConfig): clusterNetwork is autoDir, which
 	// holds only the default network conflist multinetd delegates to.
 	// multusConfigFile "auto", as Multus's thick DaemonSet runs it (with a
-	// file instead, multus-daemon v4.2.3 exits right after starting): it
+	// file instead, multus-daemon v4.2.3 and v4.3.0 exit right after starting): it
 	// then writes its 00-multus.conf into cniConfigDir, generated from the
 	// primary network in multusAutoconfigDir, both private dirs here.
 	autoDir := filepath.Join(m.workDir, "autoconf")
@@ -207,7 +207,7 @@ func (m *multus) start(ctx context.Context, c *cluster, e *env, cniVersion strin
 //
 // clusterNetwork is defaultDir, a directory holding only the default
 // network's conflist, not that conflist's path. Given a path ending in
-// .conflist, Multus v4.2.3 (also v4.3.0) loads it with
+// .conflist, Multus v4.3.0 (as v4.2.3) loads it with
 // LoadDelegateNetConfFromConfList (pkg/types/conf.go), which keeps for
 // later commands the conflist re-marshalled from CNI's typed
 // types.NetConfList: every plugin key outside the typed ones (bridge,

@@ -383,7 +383,7 @@ Rows:
   over the same window minus an idle window of equal length (noisy: it includes everyone using the cluster).
 - Multus thick (with MULTUS_BIN_DIR): multus-daemon as a host process (its daemon config: clusterNetwork = a
   directory holding only the same default network conflist, not the conflist's path: given a .conflist path,
-  Multus v4.2.3 keeps a lossy copy of it for DEL, LoadDelegateNetConfFromConfList in pkg/types/conf.go, and its
+  Multus v4.3.0 (as v4.2.3) keeps a lossy copy of it for DEL, LoadDelegateNetConfFromConfList in pkg/types/conf.go, and its
   DEL of the default network fails; the cluster's CNI bin dir, a ServiceAccount with the RBAC it needs), driven like
   multinet through libcni executing multus-shim; the three paths take turns in every iteration and burst. Unlike
   multinetd (a pod), it runs in the host's cgroup (full CPU weight).
