@@ -3,6 +3,7 @@ package attach
 import (
 	"context"
 	"errors"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -26,6 +27,30 @@ type fakeClaims struct {
 	devices map[string]*draclaims.Device
 	err     error
 	writes  []string // "ready <device> <ifName> <ips> <mac>", "failed <device> <msg>", "clear <device>"
+	// podDevices is what PodDevices returns (of the resources wanted);
+	// each call is recorded in writes as "pod want=<r,…> skip=<c,…>".
+	podDevices map[string][]*draclaims.Device
+}
+
+func (f *fakeClaims) PodDevices(_ context.Context, _ *corev1.Pod, want, skip map[string]bool) (map[string][]*draclaims.Device, error) {
+	keys := func(m map[string]bool) string {
+		var k []string
+		for x, ok := range m {
+			if ok {
+				k = append(k, x)
+			}
+		}
+		sort.Strings(k)
+		return strings.Join(k, ",")
+	}
+	f.record("pod want=" + keys(want) + " skip=" + keys(skip))
+	out := map[string][]*draclaims.Device{}
+	for r, ds := range f.podDevices {
+		if want[r] {
+			out[r] = ds
+		}
+	}
+	return out, nil
 }
 
 func (f *fakeClaims) Device(_ context.Context, _ *corev1.Pod, podClaim, resourceName string) (*draclaims.Device, error) {
@@ -136,5 +161,88 @@ func TestAddDRANetworkFailsClosed(t *testing.T) {
 	}
 	if len(claims.writes) != 1 || !strings.HasPrefix(claims.writes[0], "failed dev-b ") || !strings.Contains(claims.writes[0], "mnu-no-such-plugin") {
 		t.Errorf("claim writes = %q, want failed with the reason", claims.writes)
+	}
+}
+
+// ownClaimsEnv: draEnv whose PodResources holds device 0000:00:01.0 of
+// devResource, plus NAD ns1/own-net naming resource example.com/dra and no
+// template (Multus's DRA flow).
+func ownClaimsEnv(t *testing.T, claims *fakeClaims) *deviceEnv {
+	d := newDeviceEnv(t, "0000:00:01.0")
+	d.eng.opts.Claims = claims
+	d.nads.put(podNS, "dra-net", `{"cniVersion":"1.0.0","name":"dra-net","plugins":[{"type":"mnu-echo","capabilities":{"deviceID":true}}]}`,
+		map[string]string{nadv1.ResourceNameAnnotation: "example.com/dra", podnetworks.ResourceClaimTemplateAnnotation: "tmpl"})
+	d.nads.put(podNS, "own-net", `{"cniVersion":"1.0.0","name":"own-net","plugins":[{"type":"mnu-echo","capabilities":{"deviceID":true}}]}`,
+		map[string]string{nadv1.ResourceNameAnnotation: "example.com/dra"})
+	return d
+}
+
+// podWithClaims registers a pod selecting networks with the pod claims
+// named (each from template "t").
+func (d *deviceEnv) podWithClaims(networks string, claims ...string) *corev1.Pod {
+	p := d.podWithNetworks(networks)
+	for _, c := range claims {
+		p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, corev1.PodResourceClaim{Name: c, ResourceClaimTemplateName: &c})
+	}
+	return p
+}
+
+// Multus's DRA flow: attachments to a NAD with a resourceName and no
+// template get the devices of that resource in the pod's own claims, in
+// device-ID order (two attachments, two distinct devices), next to a
+// template network that keeps its own claim (skipped in the lookup); each
+// device gets its KEP-4817 status, cleared on DEL. PodResources is not
+// consulted for them.
+func TestAddDRAPodOwnClaims(t *testing.T) {
+	devA := &draclaims.Device{Claim: "p-vf", Name: "net-a", ResourceName: "example.com/dra", DeviceID: "a"}
+	devB := &draclaims.Device{Claim: "p-vf", Name: "net-b", ResourceName: "example.com/dra", DeviceID: "b"}
+	devT := &draclaims.Device{Claim: "p-mn1", Name: "net-t", ResourceName: "example.com/dra", DeviceID: "t"}
+	claims := &fakeClaims{devices: map[string]*draclaims.Device{"multinet-net-1": devT},
+		podDevices: map[string][]*draclaims.Device{"example.com/dra": {devA, devB}}}
+	d := ownClaimsEnv(t, claims)
+	pod := d.podWithClaims("own-net,own-net,dra-net", "vf", "gpu", "multinet-net-1")
+	id := "ctr-" + cnitest.UniqueName("")
+	d.add(id, pod)
+	for ifName, want := range map[string]string{"net1": "a", "net2": "b", "net3": "t"} {
+		if rc := d.runtimeConfig("ADD", ifName); rc["deviceID"] != want {
+			t.Errorf("%s: runtimeConfig deviceID = %q, want %q", ifName, rc["deviceID"], want)
+		}
+	}
+	want := []string{"pod want=example.com/dra skip=multinet-net-1", "ready net-a net1 ", "ready net-b net2 ", "ready net-t net3 "}
+	if len(claims.writes) != len(want) {
+		t.Fatalf("claim calls = %q, want %q", claims.writes, want)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(claims.writes[i], w) {
+			t.Errorf("claim call %d = %q, want %q…", i, claims.writes[i], w)
+		}
+	}
+	claims.writes = nil
+	d.del(id, pod)
+	if strings.Join(claims.writes, ";") != "clear net-a;clear net-b;clear net-t" && strings.Join(claims.writes, ";") != "clear net-t;clear net-b;clear net-a" {
+		t.Errorf("claim writes after DEL = %q, want the three cleared", claims.writes)
+	}
+}
+
+// The pod's claims decide only for the resources they hold: without own
+// claims nothing is read, and a resource they hold no device of comes from
+// PodResources (the device plugin); more attachments than the claims'
+// devices fail the ADD.
+func TestAddDRAPodOwnClaimsFallbacks(t *testing.T) {
+	claims := &fakeClaims{podDevices: map[string][]*draclaims.Device{"example.com/dra": {{Name: "net-a", ResourceName: "example.com/dra", DeviceID: "a"}}}}
+	d := ownClaimsEnv(t, claims)
+	d.add("ctr-"+cnitest.UniqueName(""), d.podWithNetworks("dev-net"))
+	if len(claims.writes) != 0 {
+		t.Errorf("a pod without claims: claim calls %q", claims.writes)
+	}
+	claims = &fakeClaims{podDevices: claims.podDevices}
+	d = ownClaimsEnv(t, claims)
+	d.add("ctr-"+cnitest.UniqueName(""), d.podWithClaims("dev-net", "gpu"))
+	if rc := d.runtimeConfig("ADD", "net1"); rc["deviceID"] != "0000:00:01.0" {
+		t.Errorf("device-plugin resource next to a GPU claim: deviceID %q, want PodResources' 0000:00:01.0", rc["deviceID"])
+	}
+	_, err := d.eng.Add(context.Background(), d.req(api.CmdAdd, "ctr-"+cnitest.UniqueName(""), d.podWithClaims("own-net,own-net", "vf")))
+	if err == nil || !strings.Contains(err.Error(), "network ns1/own-net needs device 2 of resource example.com/dra, but the pod's resource claims hold 1 of it") {
+		t.Errorf("two attachments, one device: %v", err)
 	}
 }

@@ -74,6 +74,10 @@ type Devices interface {
 type ClaimDevices interface {
 	// Device is the device pod's claim podClaim holds for resourceName.
 	Device(ctx context.Context, pod *corev1.Pod, podClaim, resourceName string) (*draclaims.Device, error)
+	// PodDevices is, per resource of want, the network devices the pod's
+	// claims other than those in skip hold, and its extended-resource
+	// claim's, sorted by device ID.
+	PodDevices(ctx context.Context, pod *corev1.Pod, want, skip map[string]bool) (map[string][]*draclaims.Device, error)
 	// SetReady, SetFailed and Clear write the device's status.devices entry.
 	SetReady(ctx context.Context, d *draclaims.Device, nd *resourceapi.NetworkDeviceData, msg string) error
 	SetFailed(ctx context.Context, d *draclaims.Device, msg string) error

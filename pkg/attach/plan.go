@@ -201,18 +201,23 @@ func (e *Engine) defaultAttachment(override *podnetworks.Attachment, ifName stri
 	return a, nil
 }
 
-// assignDevices gives the i-th attachment of each resource the i-th device
-// kubelet allocated to the pod for it (PodResources), and each DRA
-// attachment the device of its pod claim (assignClaimDevices), as
+// assignDevices gives each DRA attachment the device of its pod claim
+// (assignClaimDevices), the attachments of a resource the pod's own claims
+// hold devices of those devices (assignPodClaimDevices), and the i-th
+// remaining attachment of each resource the i-th device kubelet allocated
+// to the pod for it (PodResources), as
 // runtimeConfig deviceID, and prepares the CNI device-info file
 // (device-info spec §4.2).
 func (e *Engine) assignDevices(ctx context.Context, containerID string, p *plan) error {
 	if err := e.assignClaimDevices(ctx, p); err != nil {
 		return err
 	}
+	if err := e.assignPodClaimDevices(ctx, p); err != nil {
+		return err
+	}
 	need := false
 	for i, r := range p.resources {
-		need = need || (r != "" && p.claims[i] == "")
+		need = need || (r != "" && p.deviceIDs[i] == "")
 	}
 	if !need {
 		return e.prepareDeviceInfoFiles(containerID, p)
@@ -226,7 +231,7 @@ func (e *Engine) assignDevices(ctx context.Context, containerID string, p *plan)
 	}
 	used := map[string]int{}
 	for i, r := range p.resources {
-		if r == "" || p.claims[i] != "" {
+		if r == "" || p.deviceIDs[i] != "" {
 			continue
 		}
 		ids := devices[r]

@@ -79,19 +79,9 @@ func (c *Client) Device(ctx context.Context, pod *corev1.Pod, podClaim, resource
 	if err != nil {
 		return nil, err
 	}
-	claim, err := c.resource.ResourceClaims(pod.Namespace).Get(ctx, name, metav1.GetOptions{})
+	claim, err := c.podClaim(ctx, pod, name)
 	if err != nil {
-		return nil, fmt.Errorf("pod claim %s: ResourceClaim %s/%s: %w", podClaim, pod.Namespace, name, err)
-	}
-	if claim.Status.Allocation == nil {
-		return nil, fmt.Errorf("pod claim %s: ResourceClaim %s/%s is not allocated", podClaim, pod.Namespace, name)
-	}
-	reserved := false
-	for _, r := range claim.Status.ReservedFor {
-		reserved = reserved || r.UID == pod.UID
-	}
-	if !reserved {
-		return nil, fmt.Errorf("pod claim %s: ResourceClaim %s/%s is not reserved for pod %s/%s", podClaim, pod.Namespace, name, pod.Namespace, pod.Name)
+		return nil, fmt.Errorf("pod claim %s: %w", podClaim, err)
 	}
 	var seen []string
 	for _, r := range claim.Status.Allocation.Devices.Results {
@@ -144,11 +134,30 @@ func (c *Client) claimName(ctx context.Context, pod *corev1.Pod, podClaim string
 // sliceDevice finds device pool/name of driver in the node's ResourceSlices
 // (the pool's newest generation).
 func (c *Client) sliceDevice(ctx context.Context, driver, pool, name string) (*resourceapi.Device, error) {
+	l, err := c.listSlices(ctx, driver)
+	if err != nil {
+		return nil, err
+	}
+	found := findDevice(l, pool, name)
+	if found == nil {
+		return nil, fmt.Errorf("device %s/%s/%s is in no ResourceSlice of node %s", driver, pool, name, c.node)
+	}
+	return found, nil
+}
+
+// listSlices lists the node's ResourceSlices of driver.
+func (c *Client) listSlices(ctx context.Context, driver string) (*resourceapi.ResourceSliceList, error) {
 	l, err := c.resource.ResourceSlices().List(ctx, metav1.ListOptions{
-		FieldSelector: "spec.driver=" + driver + ",spec.nodeName=" + c.node})
+		FieldSelector: resourceapi.ResourceSliceSelectorDriver + "=" + driver + "," + resourceapi.ResourceSliceSelectorNodeName + "=" + c.node})
 	if err != nil {
 		return nil, fmt.Errorf("ResourceSlices of driver %s on node %s: %w", driver, c.node, err)
 	}
+	return l, nil
+}
+
+// findDevice is device pool/name in l, from the pool's newest generation;
+// nil when no slice has it.
+func findDevice(l *resourceapi.ResourceSliceList, pool, name string) *resourceapi.Device {
 	var found *resourceapi.Device
 	var gen int64 = -1
 	for i := range l.Items {
@@ -162,10 +171,7 @@ func (c *Client) sliceDevice(ctx context.Context, driver, pool, name string) (*r
 			}
 		}
 	}
-	if found == nil {
-		return nil, fmt.Errorf("device %s/%s/%s is in no ResourceSlice of node %s", driver, pool, name, c.node)
-	}
-	return found, nil
+	return found
 }
 
 func stringAttr(d *resourceapi.Device, k resourceapi.QualifiedName) string {
