@@ -65,6 +65,10 @@ test-e2e: ## cluster-up, go test -tags e2e ./test/e2e/..., cluster-down (even on
 test-multinode: ## the whole e2e suite on a 3-node cluster: its single-node tests on multinet-node2 (E2E_NODE; a node in namespaces of its own, not the host) and the TestMultiNode* tests across the nodes: NODES=3 cluster-up, go test -tags e2e, cluster-down (hack/e2e.sh; docs/local-cluster.md "Several nodes")
 	NODES=3 E2E_NODE=$(or $(E2E_NODE),multinet-node2) hack/e2e.sh
 
+.PHONY: test-layouts
+test-layouts: ## the whole e2e suite on each node layout (issue 29): NODES=3 cluster-up (NODE_LAYOUTS "plain k3s nixos"), the single-node tests on each node in turn, the TestMultiNode* tests, cluster-down (hack/test-layouts.sh; about 3x test-multinode; docs/local-cluster.md "Node layouts")
+	hack/test-layouts.sh
+
 .PHONY: test-e2e-kindnet
 test-e2e-kindnet: ## the e2e suite on a cluster whose default network is kind's kindnet conflist (ptp + host-local /run/cni-ipam-state + portmap)
 	DEFAULT_NETWORK=kindnet hack/e2e.sh

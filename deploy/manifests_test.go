@@ -277,9 +277,14 @@ func TestMultinetdDaemonSet(t *testing.T) {
 		if install.Image != c.Image || len(install.Command) == 0 || !strings.HasSuffix(install.Command[0], "multinet-install") {
 			t.Errorf("init container: image %s command %q, want multinet-install from %s", install.Image, install.Command, c.Image)
 		}
+		// cniBinDirs unset (overlays/local): each node's runtime's, asked at
+		// start; the installer's dir must then be the runtime's on the node.
 		binDir := argValue(install.Args, "--cni-bin-dir")
-		if !slices.Contains(cfg.CNIBinDirs, binDir) {
+		if len(cfg.CNIBinDirs) > 0 && !slices.Contains(cfg.CNIBinDirs, binDir) {
 			t.Errorf("installer --cni-bin-dir %q not among the daemon's cniBinDirs %q", binDir, cfg.CNIBinDirs)
+		}
+		if len(cfg.CNIBinDirs) == 0 && (cfg.RuntimeEndpoint == "" || dir != "overlays/local") {
+			t.Errorf("cniBinDirs unset with runtimeEndpoint %q: only the local overlay takes them from the runtime", cfg.RuntimeEndpoint)
 		}
 		if argValue(install.Args, "--cni-conf-dir") != cfg.CNIConfDir {
 			t.Errorf("installer --cni-conf-dir %q, daemon cniConfDir %q", argValue(install.Args, "--cni-conf-dir"), cfg.CNIConfDir)

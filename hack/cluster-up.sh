@@ -30,6 +30,10 @@
 #                                 own containerd, kubelet and kube-proxy
 #                                 (hack/lib/nodes.sh; docs/local-cluster.md
 #                                 "Several nodes")
+#   NODE_LAYOUTS="plain k3s nixos"  each node's CNI layout, node 1 first
+#                                 (plain, k3s or nixos; the default with
+#                                 NODES=3; hack/lib/nodes.sh,
+#                                 docs/local-cluster.md "Node layouts")
 #   K8S_VERSION, CNI_PLUGINS_VERSION, POD_CIDR, KUBECTL, MULTINET_CACHE_DIR
 set -euo pipefail
 
@@ -422,6 +426,10 @@ export LOG_DIR=$LOG_DIR
 export PID_DIR=$PID_DIR
 export NODES=$NODES
 export NODES_FILE=$NODES_FILE
+export NODE_LAYOUTS="$NODE_LAYOUTS"
+export K3S_CNI_BIN_DIR=$K3S_CNI_BIN_DIR
+export K3S_CNI_CONF_DIR=$K3S_CNI_CONF_DIR
+export NIX_CNI_PACKAGE=$NIX_CNI_PACKAGE
 export UNDERLAY_IF=$UNDERLAY_IF
 EOF
   mv -f "$ENV_FILE.tmp" "$ENV_FILE"
@@ -527,6 +535,9 @@ up() {
       die "the running cluster's default network is $running, not DEFAULT_NETWORK=$DEFAULT_NETWORK: make cluster-down first"
     running=$(nodes_count)
     ((running == NODES)) || die "the running cluster has $running node(s), not NODES=$NODES: make cluster-down first"
+    running=$(sed -n 's/^export NODE_LAYOUTS=//p' "$ENV_FILE" 2>/dev/null | tr -d '"')
+    [[ -z $running || $running == "$NODE_LAYOUTS" ]] ||
+      die "the running cluster's node layouts are \"$running\", not NODE_LAYOUTS=\"$NODE_LAYOUTS\": make cluster-down first"
     if nodes_healthy; then
       log "cluster already up and healthy ($NODES node(s): $(awk '{print $1}' "$NODES_FILE" 2>/dev/null | tr '\n' ' ' || echo "$NODE_NAME")); KUBECONFIG=$KUBECONFIG_FILE; env: $ENV_FILE"
       return 0

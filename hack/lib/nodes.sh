@@ -43,6 +43,43 @@ EXTRA_NODE_NETDEVS=${EXTRA_NODE_NETDEVS:-2 1}
 # has (hack/cluster-devices.sh DRA_NETDEV_COUNT).
 EXTRA_NODE_DRA_NETDEVS=2
 
+# Node layouts (issue 29; docs/local-cluster.md "Node layouts",
+# docs/decisions/cluster.md): how a node's runtime finds its CNI plugins.
+# NODE_LAYOUTS has one word per node, node 1 first; a node it does not
+# name is plain. Node 1, the host, is always plain. Default: "plain k3s
+# nixos" on a cluster of 3 nodes, every node plain otherwise.
+#   plain  containerd's bin_dirs and conf_dir are the cluster's cni/bin and
+#          cni/net.d, the plugins regular files in it;
+#   k3s    k3s's paths: bin_dirs [K3S_CNI_BIN_DIR] (data/current/bin, current
+#          an absolute symlink to the release dir data/K3S_RELEASE) and
+#          conf_dir K3S_CNI_CONF_DIR; every reference plugin in the release's
+#          bin/ is a relative symlink to bin/cni, the multi-call dispatcher
+#          hack/tools/cni-multicall, which runs the plugin of its argv[0]'s
+#          name from the release's libexec/cni/. The node's
+#          /var/lib/rancher/k3s is nodes/<node>/rancher-k3s; its cluster
+#          cni/bin and cni/net.d are the release's bin/ and the k3s conf dir
+#          (bind mounts: the DaemonSets' hostPaths, the same on every node,
+#          reach them, and multinetd takes the bin dir from containerd);
+#   nixos  the cluster's paths, every reference plugin an absolute symlink
+#          into the store dir NIX_CNI_PACKAGE/bin (the node's /nix is
+#          nodes/<node>/nix).
+if [[ -z ${NODE_LAYOUTS:-} ]]; then
+  NODE_LAYOUTS=plain
+  [[ $NODES != 3 ]] || NODE_LAYOUTS="plain k3s nixos"
+fi
+K3S_DIR=/var/lib/rancher/k3s
+K3S_RELEASE=release-1
+K3S_CNI_BIN_DIR=$K3S_DIR/data/current/bin
+K3S_CNI_CONF_DIR=$K3S_DIR/agent/etc/cni/net.d
+NIX_CNI_PACKAGE=/nix/store/0multinet0local0cluster0store0-cni-plugins-${CNI_PLUGINS_VERSION#v}
+
+# node_layout K: node K's layout (NODE_LAYOUTS).
+node_layout() {
+  local -a l
+  read -r -a l <<<"$NODE_LAYOUTS"
+  echo "${l[$(($1 - 1))]:-plain}"
+}
+
 extra_node_name() { echo "multinet-node$1"; }
 extra_node_ip() { echo "${NODE_IP%.*}.$1"; }
 # node_pod_cidr K: node K's pod subnet, POD_CIDR's /24 moved up by K-1.
@@ -59,6 +96,8 @@ extra_node_netdevs() { # extra_node_netdevs K: node K's netdev pool size
 
 # node_binds prints "key target" for each path an extra node has its own
 # copy of, nodes/<node>/<key> bind-mounted on target.
+# node_binds K: node K's, in mount order; a key may name a sub-directory of
+# another (the layouts' binds, after the ones they cover).
 node_binds() {
   cat <<EOF
 containerd $CONTAINERD_DIR
@@ -72,9 +111,40 @@ var-lib-cni /var/lib/cni
 var-log-pods /var/log/pods
 var-log-containers /var/log/containers
 EOF
+  case $(node_layout "$1") in
+  k3s)
+    cat <<EOF
+rancher-k3s $K3S_DIR
+rancher-k3s/data/$K3S_RELEASE/bin $CLUSTER_DIR/cni/bin
+rancher-k3s${K3S_CNI_CONF_DIR#"$K3S_DIR"} $CLUSTER_DIR/cni/net.d
+EOF
+    ;;
+  nixos) echo "nix /nix" ;;
+  esac
+}
+
+# mkdir_recorded DIR: mkdir -p DIR, recording each directory it creates in
+# HOST_RECORD (parents first; cluster-down removes them, children first,
+# when empty).
+mkdir_recorded() {
+  local d=$1 missing=()
+  while [[ ! -e $d ]]; do
+    missing=("$d" "${missing[@]}")
+    d=$(dirname "$d")
+  done
+  ((${#missing[@]})) || return 0
+  mkdir -p "$1"
+  for d in "${missing[@]}"; do echo "created-dir $d" >>"$HOST_RECORD"; done
 }
 
 nodes_preflight() {
+  local l k=0
+  for l in $NODE_LAYOUTS; do
+    k=$((k + 1))
+    case $l in plain | k3s | nixos) ;; *) die "NODE_LAYOUTS=\"$NODE_LAYOUTS\": node $k's layout $l: want plain, k3s or nixos" ;; esac
+    ((k != 1)) || [[ $l == plain ]] || die "NODE_LAYOUTS=\"$NODE_LAYOUTS\": node 1 (the host) is plain; a layout is for an extra node"
+  done
+  [[ ! $NODES =~ ^[0-9]+$ ]] || ((k <= NODES)) || die "NODE_LAYOUTS=\"$NODE_LAYOUTS\" names $k nodes, NODES=$NODES"
   ((NODES == 1)) && return 0
   [[ $NODES =~ ^[0-9]+$ ]] && ((NODES >= 1 && NODES <= 9)) || die "NODES=$NODES: want 1 to 9"
   [[ $MULTINET_CNI == multinet && $MULTINET_DEPLOY == manifests ]] ||
@@ -103,7 +173,7 @@ start_node_holder() {
   local k=$1 name d key target
   name=$(extra_node_name "$k")
   d=$NODES_DIR/$name
-  mkdir -p "$d/.cgroup" "$LOG_DIR/$name"
+  mkdir -p "$d/.cgroup" "$LOG_DIR/$name" "$d/cni/bin" "$d/cni/net.d"
   {
     echo "set -eu"
     echo "hostname $name"
@@ -112,9 +182,10 @@ start_node_holder() {
     echo "mount -t sysfs sysfs /sys"
     echo "mount --move $d/.cgroup /sys/fs/cgroup"
     while read -r key target; do
-      mkdir -p "$d/$key" "$target"
+      mkdir -p "$d/$key"
+      mkdir_recorded "$target"
       echo "mount --bind $d/$key $target"
-    done < <(node_binds)
+    done < <(node_binds "$k")
     echo "mount --make-rshared /"
     echo ": >$d/ready"
     echo "exec sleep infinity"
@@ -216,9 +287,12 @@ node_files() {
   d=$NODES_DIR/$name
   mkdir -p "$d/containerd"/{root,state,runc,opt} "$d/containerd/state/io.containerd.grpc.v1.cri/netns" \
     "$d/cni/bin" "$d/cni/net.d" "$d/cni/ipam" "$d/multinet/state" "$d/multinet/run" "$LOG_DIR/$name/pods"
-  cp -f "$CONTAINERD_DIR/config.toml" "$d/containerd/config.toml"
-  cp -f "$CNI_BIN_DIR"/* "$d/cni/bin/"
-  POD_CIDR=$(node_pod_cidr "$k") default_network_conflist >"$d/cni/net.d/10-$DEFAULT_NETWORK_NAME.conflist"
+  local layout conf_dir
+  layout=$(node_layout "$k")
+  node_containerd_config "$layout" <"$CONTAINERD_DIR/config.toml" >"$d/containerd/config.toml" ||
+    die "node $name: its containerd config ($layout) could not be written"
+  conf_dir=$(node_cni_files "$layout" "$d" "$CNI_BIN_DIR") || die "node $name: laying out its CNI plugins ($layout) failed"
+  POD_CIDR=$(node_pod_cidr "$k") default_network_conflist >"$conf_dir/10-$DEFAULT_NETWORK_NAME.conflist"
   sed -e "s#^address: 127.0.0.1#address: $ip#" \
     -e "s#^tlsCertFile: .*#tlsCertFile: $PKI_DIR/kubelet-serving-$name.crt#" \
     -e "s#^tlsPrivateKeyFile: .*#tlsPrivateKeyFile: $PKI_DIR/kubelet-serving-$name.key#" \
@@ -230,6 +304,79 @@ node_files() {
     -e "s#^bindAddress: .*#bindAddress: $ip#" \
     -e "s#^nodePortAddresses: .*#nodePortAddresses: [\"$ip/32\"]#" \
     "$CLUSTER_DIR/kube-proxy-config.yaml" >"$d/kube-proxy-config.yaml"
+}
+
+# node_containerd_config LAYOUT: node 1's containerd config.toml (stdin) as
+# a node of LAYOUT has it: the same for plain and nixos, k3s's CNI dirs for
+# k3s (fails when node 1's do not appear in it).
+node_containerd_config() {
+  local conf
+  conf=$(cat)
+  if [[ $1 == k3s ]]; then
+    local bin="bin_dirs = [\"$CNI_BIN_DIR\"]" dir="conf_dir = \"$CNI_CONF_DIR\""
+    [[ $conf == *"$bin"* && $conf == *"$dir"* ]] ||
+      die "containerd's config.toml has no '$bin' and '$dir' to give k3s's CNI dirs"
+    conf=${conf/"$bin"/"bin_dirs = [\"$K3S_CNI_BIN_DIR\"]"}
+    conf=${conf/"$dir"/"conf_dir = \"$K3S_CNI_CONF_DIR\""}
+  fi
+  printf '%s\n' "$conf"
+}
+
+# is_reference_plugin NAME: NAME is one of the reference plugins cluster-up
+# builds (CNI_PLUGINS), the ones a k3s or NixOS node ships in its layout.
+is_reference_plugin() {
+  local p
+  for p in "${CNI_PLUGINS[@]}"; do [[ ${p##*/} == "$1" ]] && return 0; done
+  return 1
+}
+
+# node_cni_files LAYOUT D SRC: the CNI plugins of SRC (a plain bin dir: the
+# host's) laid out under the node dir D (nodes/<node>) as LAYOUT has them
+# (see NODE_LAYOUTS); prints the host path of the node's runtime conf dir.
+# Plugins that are not reference plugins (multinet's own, put there by an
+# installer) stay regular files in the runtime's bin dir.
+node_cni_files() {
+  local layout=$1 d=$2 src=$3 f p
+  # (Run in a command substitution, where errexit does not apply: every
+  # step is checked.)
+  case $layout in
+  plain)
+    mkdir -p "$d/cni/bin" "$d/cni/net.d" && cp -f "$src"/* "$d/cni/bin/" || return 1
+    echo "$d/cni/net.d"
+    ;;
+  k3s)
+    local rel=$d/rancher-k3s/data/$K3S_RELEASE conf=$d/rancher-k3s${K3S_CNI_CONF_DIR#"$K3S_DIR"}
+    mkdir -p "$rel/bin" "$rel/libexec/cni" "$conf" && cp -f "$TOOLS_DIR/cni-multicall" "$rel/bin/cni" || return 1
+    for f in "$src"/*; do
+      p=${f##*/}
+      if is_reference_plugin "$p"; then
+        cp -f "$f" "$rel/libexec/cni/$p" && ln -sfn cni "$rel/bin/$p" || return 1
+      else
+        cp -f "$f" "$rel/bin/$p" || return 1
+      fi
+    done
+    # current: an absolute link, to a node path (the node's K3S_DIR).
+    ln -sfn "$K3S_DIR/data/$K3S_RELEASE" "$d/rancher-k3s/data/current" || return 1
+    echo "$conf"
+    ;;
+  nixos)
+    local store=$d$NIX_CNI_PACKAGE/bin
+    mkdir -p "$store" "$d/cni/bin" "$d/cni/net.d" || return 1
+    for f in "$src"/*; do
+      p=${f##*/}
+      if is_reference_plugin "$p"; then
+        cp -f "$f" "$store/$p" && ln -sfn "$NIX_CNI_PACKAGE/bin/$p" "$d/cni/bin/$p" || return 1
+      else
+        cp -f "$f" "$d/cni/bin/$p" || return 1
+      fi
+    done
+    echo "$d/cni/net.d"
+    ;;
+  *)
+    echo "node layout $layout: want plain, k3s or nixos" >&2
+    return 1
+    ;;
+  esac
 }
 
 # node_netdevs K: node K's netdev pool devices (veth pairs mnvI/mnvIp in
