@@ -76,7 +76,7 @@ func TestNodeLayoutContainerdConfig(t *testing.T) {
 // directory tree standing for the node's root) and finds each plugin there
 // with pkg/nodeexec, as multinetd does: k3s's current is an absolute link
 // to the release dir, its reference plugins relative links to the
-// dispatcher (which runs them from the release's libexec/cni), multinet's
+// dispatcher (which runs them from the release's bin/.multicall), multinet's
 // plugin a regular file; NixOS's reference plugins absolute links into the
 // store; plain's regular files. Each layout's node binds say where its
 // dirs are mounted.
@@ -143,7 +143,7 @@ func TestNodeLayoutFiles(t *testing.T) {
 					t.Errorf("data/current -> %q (%v), want the absolute link /var/lib/rancher/k3s/data/release-1", cur, err)
 				}
 				for _, p := range []string{"bridge", "host-local"} {
-					if _, err := os.Stat(filepath.Join(root, "var/lib/rancher/k3s/data/release-1/libexec/cni", p)); err != nil {
+					if _, err := os.Stat(filepath.Join(root, "var/lib/rancher/k3s/data/release-1/bin/.multicall", p)); err != nil {
 						t.Errorf("%s is not in the release's store: %v", p, err)
 					}
 				}

@@ -55,7 +55,7 @@ EXTRA_NODE_DRA_NETDEVS=2
 #          conf_dir K3S_CNI_CONF_DIR; every reference plugin in the release's
 #          bin/ is a relative symlink to bin/cni, the multi-call dispatcher
 #          hack/tools/cni-multicall, which runs the plugin of its argv[0]'s
-#          name from the release's libexec/cni/. The node's
+#          name from the release's bin/.multicall/. The node's
 #          /var/lib/rancher/k3s is nodes/<node>/rancher-k3s; its cluster
 #          cni/bin and cni/net.d are the release's bin/ and the k3s conf dir
 #          (bind mounts: the DaemonSets' hostPaths, the same on every node,
@@ -346,11 +346,11 @@ node_cni_files() {
     ;;
   k3s)
     local rel=$d/rancher-k3s/data/$K3S_RELEASE conf=$d/rancher-k3s${K3S_CNI_CONF_DIR#"$K3S_DIR"}
-    mkdir -p "$rel/bin" "$rel/libexec/cni" "$conf" && cp -f "$TOOLS_DIR/cni-multicall" "$rel/bin/cni" || return 1
+    mkdir -p "$rel/bin/.multicall" "$conf" && cp -f "$TOOLS_DIR/cni-multicall" "$rel/bin/cni" || return 1
     for f in "$src"/*; do
       p=${f##*/}
       if is_reference_plugin "$p"; then
-        cp -f "$f" "$rel/libexec/cni/$p" && ln -sfn cni "$rel/bin/$p" || return 1
+        cp -f "$f" "$rel/bin/.multicall/$p" && ln -sfn cni "$rel/bin/$p" || return 1
       else
         cp -f "$f" "$rel/bin/$p" || return 1
       fi

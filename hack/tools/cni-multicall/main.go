@@ -2,9 +2,11 @@
 // CNI binary (docs/local-cluster.md "Node layouts"). On a node with the k3s
 // layout every reference plugin in the runtime's CNI bin dir is a relative
 // symlink to it (bridge -> cni), as k3s ships them, and it runs the plugin
-// its argv[0] names: the regular file of that name in ../libexec/cni next to
-// the directory it lives in (both taken after resolving its own symlinks,
-// /proc/self/exe), exec'd with the same argv, environment and stdio. So a
+// its argv[0] names: the regular file of that name in .multicall/ of the
+// directory it lives in (/proc/self/exe: the path the kernel ran, its
+// symlinks resolved; the store is inside that directory so that a bind
+// mount of the directory elsewhere still finds it), exec'd with the same
+// argv, environment and stdio. So a
 // caller that runs the link by its path (the runtime, multinetd's delegate
 // launcher) gets the plugin; one that resolves the link and runs the target
 // gets an error, as with k3s's binary.
@@ -22,8 +24,8 @@ import (
 )
 
 // storeRel is where the plugins are, relative to the directory holding the
-// resolved executable (data/<release>/bin/cni -> data/<release>/libexec/cni).
-const storeRel = "../libexec/cni"
+// resolved executable (data/<release>/bin/cni -> data/<release>/bin/.multicall).
+const storeRel = ".multicall"
 
 // selfName is the dispatcher's own name: run under it, it names no plugin.
 const selfName = "cni"

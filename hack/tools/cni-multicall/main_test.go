@@ -57,7 +57,7 @@ func copyFile(t *testing.T, src, dst string) {
 
 // release makes data/<name> of a k3s-like data dir: bin/cni (the
 // dispatcher), bin/<plugin> -> cni for each plugin (relative links), and
-// libexec/cni/<plugin> (this test binary as the probe).
+// bin/.multicall/<plugin> (this test binary as the probe).
 func release(t *testing.T, data, name, dispatcher string, plugins ...string) string {
 	t.Helper()
 	self, err := os.Executable()
@@ -70,7 +70,7 @@ func release(t *testing.T, data, name, dispatcher string, plugins ...string) str
 		if err := os.Symlink("cni", filepath.Join(dir, "bin", p)); err != nil {
 			t.Fatal(err)
 		}
-		copyFile(t, self, filepath.Join(dir, "libexec", "cni", p))
+		copyFile(t, self, filepath.Join(dir, "bin", ".multicall", p))
 	}
 	return dir
 }
@@ -119,7 +119,7 @@ func TestDispatchByArgv0(t *testing.T) {
 		if want := []string{link, "a", "b c"}; strings.Join(r.Args, "|") != strings.Join(want, "|") {
 			t.Errorf("%s: the plugin got argv %q, want %q", link, r.Args, want)
 		}
-		if want := filepath.Join(r1, "libexec", "cni", p); r.Exe != want {
+		if want := filepath.Join(r1, "bin", ".multicall", p); r.Exe != want {
 			t.Errorf("%s: ran %s, want %s", link, r.Exe, want)
 		}
 		if r.Env != "ADD" {
@@ -136,7 +136,7 @@ func TestDispatchByArgv0(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, out, code := runPlugin(t, filepath.Join(current, "bin", "bridge"))
-	if code != 7 || r.Exe != filepath.Join(r2, "libexec", "cni", "bridge") {
+	if code != 7 || r.Exe != filepath.Join(r2, "bin", ".multicall", "bridge") {
 		t.Errorf("after re-pointing current: exit %d, ran %q, want release-2's bridge: %s", code, r.Exe, out)
 	}
 }
