@@ -183,7 +183,9 @@ start_node_holder() {
     echo "mount --move $d/.cgroup /sys/fs/cgroup"
     while read -r key target; do
       mkdir -p "$d/$key"
-      mkdir_recorded "$target"
+      # A mount point outside the cluster dir (a layout's /nix) is made on
+      # the host's file system: cluster-down removes it.
+      if [[ $target == "$CLUSTER_DIR"/* ]]; then mkdir -p "$target"; else mkdir_recorded "$target"; fi
       echo "mount --bind $d/$key $target"
     done < <(node_binds "$k")
     echo "mount --make-rshared /"
