@@ -23,7 +23,9 @@ import (
 // It decides the pod's network selection with podnetworks.Check (namespace
 // defaulting to the pod's, or the request's when metadata.namespace is
 // empty), and counts, per resource name (Options.ResourceNameAnnotations),
-// the attachments to NADs with that resource: N (podnetworks.Verdict.Demand). The target container (see
+// the attachments to NADs with that resource: N (podnetworks.Verdict.Demand),
+// less the resources the pod's own resource claims bring through DRA
+// (Options.DRA, draServed; docs/decisions/dra.md). The target container (see
 // Options.ContainerName/ContainerIndex) then gets "<resource>: V" in both
 // requests and limits, V as Options.Existing says; requests and limits are
 // always written equal, as Kubernetes requires of extended resources.
@@ -56,12 +58,15 @@ func (w *Webhooks) MutatePods(ctx context.Context, req admission.Request) admiss
 	if refused != nil {
 		return *refused
 	}
-	d := v.Demand()
+	d, draServed := w.draServed(pod, v, v.Demand())
 	claims, refused := w.claimsToAdd(pod, v)
 	if refused != nil {
 		return *refused
 	}
 	if len(d.Order) == 0 && len(claims) == 0 {
+		if len(draServed) > 0 {
+			return admission.Allowed(draServedNote(draServed))
+		}
 		return admission.Allowed("no selected network has a resource name")
 	}
 	if len(pod.Spec.Containers) == 0 {
@@ -70,7 +75,7 @@ func (w *Webhooks) MutatePods(ctx context.Context, req admission.Request) admiss
 	target := w.targetContainer(pod)
 	set := planResources(pod, target, d, w.o.Existing)
 	if len(set) == 0 && len(claims) == 0 {
-		return admission.Allowed("containers already request the network resources")
+		return admission.Allowed(strings.TrimPrefix(draServedNote(draServed)+"; ", "; ") + "containers already request the network resources")
 	}
 	patched, err := patchPod(req.Object.Raw, target, set, claims)
 	if err != nil {
@@ -82,6 +87,9 @@ func (w *Webhooks) MutatePods(ctx context.Context, req admission.Request) admiss
 	}
 	resp.Result = &metav1.Status{Code: http.StatusOK}
 	resp.Result.Message = describeChanges(pod.Spec.Containers[target].Name, set, claims)
+	if len(draServed) > 0 {
+		resp.Result.Message += "; " + draServedNote(draServed)
+	}
 	return resp
 }
 

@@ -105,6 +105,11 @@ type Options struct {
 	OnLookupFailure LookupFailurePolicy
 	// Metrics counts decisions; nil counts nothing.
 	Metrics *Metrics
+	// DRA tells which resources DRA serves (DRAIndex): MutatePods requests
+	// no extended resource that the pod's own resource claims bring
+	// (Multus's DRA flow; docs/decisions/dra.md). Nil: every resource is
+	// requested.
+	DRA DRAResources
 }
 
 // Webhooks holds the three admission handlers. Safe for concurrent use.

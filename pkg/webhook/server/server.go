@@ -27,7 +27,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -207,7 +209,15 @@ func Run(ctx context.Context, c Config) error {
 	// before the pod) is read from the API server before a pod is denied.
 	hopts.NADs = nadInformer.Lister()
 	hopts.LiveNAD = nadlookup.LiveGet(nadClient.K8sCniCncfIoV1())
+	dra, err := draIndex(ctx, kube, c.InformerResync)
+	if err != nil {
+		return err
+	}
 	hopts.Synced = inf.HasSynced
+	if dra != nil {
+		hopts.DRA = dra
+		hopts.Synced = func() bool { return inf.HasSynced() && dra.HasSynced() }
+	}
 	hopts.Metrics = metrics
 	hooks, err := webhook.New(hopts)
 	if err != nil {
@@ -265,6 +275,9 @@ func Run(ctx context.Context, c Config) error {
 	}
 
 	nadInformers.StartWithContext(ctx)
+	if dra != nil {
+		dra.Start(ctx)
+	}
 
 	srv := crwebhook.NewServer(crwebhook.Options{
 		Host: c.Host,
@@ -281,6 +294,12 @@ func Run(ctx context.Context, c Config) error {
 		"nad-informer": func(*http.Request) error {
 			if !inf.HasSynced() {
 				return errors.New("NetworkAttachmentDefinition informer not synced")
+			}
+			return nil
+		},
+		"dra-informers": func(*http.Request) error {
+			if dra != nil && !dra.HasSynced() {
+				return errors.New("ResourceSlice and DeviceClass informers not synced")
 			}
 			return nil
 		},
@@ -386,6 +405,24 @@ func publishFileBundle(ctx context.Context, c Config, publish func(context.Conte
 		case <-time.After(wait):
 		}
 	}
+}
+
+// draIndex is the webhook's index of the resources DRA serves
+// (webhook.DRAIndex), nil when the API server does not serve
+// resource.k8s.io/v1 (Kubernetes before 1.34, or the group turned off):
+// then every device resource is requested as before.
+func draIndex(ctx context.Context, kube kubernetes.Interface, resync time.Duration) (*webhook.DRAIndex, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err := discovery.ToDiscoveryInterfaceWithContext(kube.Discovery()).ServerResourcesForGroupVersionWithContext(ctx, "resource.k8s.io/v1")
+	switch {
+	case apierrors.IsNotFound(err):
+		klog.FromContext(ctx).Info("resource.k8s.io/v1 not served: every device resource is requested as an extended resource")
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("discovering resource.k8s.io/v1: %w", err)
+	}
+	return webhook.NewDRAIndex(kube, resync)
 }
 
 // dropManagedFields is the NAD informer's transform: managedFields are
