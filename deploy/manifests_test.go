@@ -25,6 +25,7 @@ import (
 
 	"github.com/multinet/multinet/pkg/daemon"
 	dpconfig "github.com/multinet/multinet/pkg/deviceplugin/config"
+	"github.com/multinet/multinet/pkg/podnetworks"
 	"github.com/multinet/multinet/pkg/webhook/registration"
 )
 
@@ -723,6 +724,29 @@ func TestSystemNamespaces(t *testing.T) {
 		cfg.NodeName = "node"
 		if err := cfg.Complete(); err != nil {
 			t.Errorf("multinetd.yaml: %v", err)
+		}
+	})
+}
+
+// TestUndeclaredCapabilitiesShipped: every overlay ships the spec's rule
+// for a key no plugin of the NAD declares (§4.1.2.1.3.2, §4.1.2.1.4.2) in
+// multinetd (undeclaredCapabilities) and in the webhook
+// (--undeclared-capabilities): "multus" is an operator's migration choice
+// (docs/migrating-from-multus.md), never a default.
+func TestUndeclaredCapabilitiesShipped(t *testing.T) {
+	eachOverlay(t, func(t *testing.T, dir string, o objects) {
+		cfg, err := daemon.LoadConfig(o.configFile(t, "multinetd-config", "multinetd.yaml"))
+		if err != nil {
+			t.Fatalf("multinetd.yaml does not load: %v", err)
+		}
+		if u, err := podnetworks.ParseUndeclaredCapabilities(cfg.UndeclaredCapabilities); err != nil || u != podnetworks.RefuseUndeclared {
+			t.Errorf("multinetd.yaml: undeclaredCapabilities %q (%v), want the default, refuse", cfg.UndeclaredCapabilities, err)
+		}
+		var d appsv1.Deployment
+		o.get(t, "Deployment/multinet-webhook", &d)
+		got := strings.Join(webhookListFlag(t, container(t, d.Spec.Template.Spec, "webhook").Args, "undeclared-capabilities"), ",")
+		if u, err := podnetworks.ParseUndeclaredCapabilities(got); err != nil || u != podnetworks.RefuseUndeclared {
+			t.Errorf("webhook --undeclared-capabilities %q (%v), want the default, refuse", got, err)
 		}
 	})
 }

@@ -69,6 +69,7 @@ func main() {
 	globals := flag.String("global-namespaces", "", "comma-separated namespaces whose NADs every pod may select under --namespace-isolation (none by default, as multinetd's globalNamespaces)")
 	defaultNets := flag.String("default-networks", "", "comma-separated NADs namespace/name multinetd attaches to every pod on net1, net2, … (as multinetd's defaultNetworks): a pod may not request those interface names")
 	systemNS := flag.String("system-namespaces", "kube-system", "comma-separated namespaces whose pods do not get --default-networks (as multinetd's systemNamespaces)")
+	undeclared := flag.String("undeclared-capabilities", string(podnetworks.RefuseUndeclared), "a key (mac, ips, …) whose capability no plugin of the NAD declares: refuse (deny the pod, spec §4.1.2.1.x.2) or multus (admit it with a warning; multinetd hands the value over as Multus does), as multinetd's undeclaredCapabilities")
 	lookupFailure := flag.String("nad-lookup-failure", string(webhook.RejectOnLookupFailure), "when the API server does not answer a NAD lookup: reject (answer 503; the client retries) or admit (with a warning; multinetd checks the selection at ADD)")
 
 	klog.InitFlags(nil)
@@ -84,6 +85,7 @@ func main() {
 	c.Handlers.Isolation = selection.IsolationPolicy{Enabled: *isolation, GlobalNamespaces: splitList(*globals)}
 	c.Handlers.OnLookupFailure = webhook.LookupFailurePolicy(*lookupFailure)
 	c.Handlers.SystemNamespaces = splitList(*systemNS)
+	c.Handlers.UndeclaredCapabilities = podnetworks.UndeclaredCapabilities(strings.TrimSpace(*undeclared)) // checked by webhook.New
 	nets, err := podnetworks.ParseDefaultNetworks(splitList(*defaultNets))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "--default-networks: %v\n", err)

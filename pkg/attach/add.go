@@ -20,6 +20,7 @@ import (
 	"github.com/multinet/multinet/pkg/draclaims"
 	"github.com/multinet/multinet/pkg/kube"
 	"github.com/multinet/multinet/pkg/netconf"
+	"github.com/multinet/multinet/pkg/podnetworks"
 	"github.com/multinet/multinet/pkg/state"
 	"github.com/multinet/multinet/pkg/status"
 )
@@ -72,6 +73,7 @@ func (e *Engine) Add(ctx context.Context, req *api.Request) ([]byte, error) {
 	if err := e.findPlugins(req.Path, p); err != nil {
 		return nil, e.failUnattempted(log, req, p, err)
 	}
+	e.warnUndeclared(p.pod, p.undeclared...)
 
 	rec := &state.Record{
 		ContainerID:  req.ContainerID,
@@ -96,6 +98,7 @@ func (e *Engine) Add(ctx context.Context, req *api.Request) ([]byte, error) {
 			IfName:         a.IfName,
 			ConfList:       a.ConfList.Bytes,
 			CapabilityArgs: a.CapabilityArgs,
+			CNIArgs:        a.CNIArgs,
 			Phase:          state.PhasePlanned,
 			DeviceInfoFile: p.deviceInfoFiles[i],
 			DeviceID:       p.deviceIDs[i],
@@ -481,6 +484,15 @@ func (e *Engine) observe(cmd string, list *libcni.NetworkConfigList, start time.
 func (e *Engine) normalEvent(pod *corev1.Pod, reason, format string, args ...any) {
 	if e.opts.Events != nil && pod != nil {
 		e.opts.Events.Normal(pod, reason, format, args...)
+	}
+}
+
+// warnUndeclared posts the Warning Event of each attachment whose keys
+// were handed over without a declaring plugin (undeclaredCapabilities:
+// multus).
+func (e *Engine) warnUndeclared(pod *corev1.Pod, uses ...podnetworks.UndeclaredUse) {
+	for _, u := range uses {
+		e.warningEvent(pod, kube.ReasonUndeclaredCapability, "%s", u.Message())
 	}
 }
 

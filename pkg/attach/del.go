@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
@@ -136,7 +137,7 @@ func (e *Engine) delOne(ctx context.Context, cni *libcni.CNIConfig, containerID,
 		ContainerID:    containerID,
 		NetNS:          netns,
 		IfName:         a.IfName,
-		Args:           args.Pairs,
+		Args:           slices.Concat(args.Pairs, a.CNIArgs),
 		CapabilityArgs: a.CapabilityArgs,
 	}
 	timeout, what := e.opts.DelegateTimeout, "delegateTimeout"
@@ -192,7 +193,7 @@ func (e *Engine) fallbackRecord(ctx context.Context, req *api.Request) (*state.R
 		}
 		rec.Attachments = append(rec.Attachments, state.Attachment{
 			Network: a.NetworkKey, Default: i == 0, Auxiliary: p.isAuxiliary(i), IfName: a.IfName,
-			ConfList: a.ConfList.Bytes, CapabilityArgs: a.CapabilityArgs,
+			ConfList: a.ConfList.Bytes, CapabilityArgs: a.CapabilityArgs, CNIArgs: a.CNIArgs,
 			Phase: state.PhasePlanned, DeviceInfoFile: f,
 		})
 	}
@@ -229,7 +230,7 @@ func (e *Engine) Check(ctx context.Context, req *api.Request) error {
 			errs = append(errs, fmt.Errorf("network %s: recorded config: %w", a.Network, err))
 			continue
 		}
-		rt := &libcni.RuntimeConf{ContainerID: req.ContainerID, NetNS: req.Netns, IfName: a.IfName, Args: args.Pairs, CapabilityArgs: a.CapabilityArgs}
+		rt := &libcni.RuntimeConf{ContainerID: req.ContainerID, NetNS: req.Netns, IfName: a.IfName, Args: slices.Concat(args.Pairs, a.CNIArgs), CapabilityArgs: a.CapabilityArgs}
 		if err := e.checkOne(ctx, cni, list, rt); err != nil {
 			errs = append(errs, delegateError("CHECK", a.Network, a.IfName, list, err))
 		}

@@ -443,10 +443,13 @@ func (h *hotPlug) attach(ctx context.Context, elems []selection.Element, added [
 			e.warningEvent(h.pod, kube.ReasonHotPlugFailed, "add network %s: %s", a.NetworkKey, cniMsg(err))
 			continue
 		}
+		if u, found := podnetworks.UndeclaredOf(selection.NetworksAnnotation, &v.Attachments[i]); found {
+			e.warnUndeclared(h.pod, u)
+		}
 		a = p.attachments[0]
 		planned, files = append(planned, a), append(files, p.deviceInfoFiles[0])
 		h.rec.Attachments = append(h.rec.Attachments, state.Attachment{
-			Network: a.NetworkKey, IfName: a.IfName, ConfList: a.ConfList.Bytes, CapabilityArgs: a.CapabilityArgs,
+			Network: a.NetworkKey, IfName: a.IfName, ConfList: a.ConfList.Bytes, CapabilityArgs: a.CapabilityArgs, CNIArgs: a.CNIArgs,
 			Phase: state.PhasePlanned, DeviceInfoFile: p.deviceInfoFiles[0], Element: el, HotPlugged: true,
 		})
 	}

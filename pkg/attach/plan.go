@@ -46,6 +46,10 @@ type plan struct {
 	// auxiliary is the index of the auxiliary chain's attachment (the
 	// last), 0 when there is none.
 	auxiliary int
+	// undeclared are the attachments whose keys are handed over without a
+	// declaring plugin (podnetworks.Verdict.Undeclared), for the ADD's
+	// Warning Events.
+	undeclared []podnetworks.UndeclaredUse
 	// firstElement is the index of the attachment of the pod's first
 	// network selection element; elements is how many there are
 	// (attachments[firstElement+i] is element i's).
@@ -108,6 +112,7 @@ func (e *Engine) buildPlan(ctx context.Context, ifName, containerID string, args
 		if err := v.Err(); err != nil {
 			return p, planError(types.ErrInvalidNetworkConfig, "%v", err)
 		}
+		p.undeclared = v.Undeclared()
 	}
 
 	def, err := e.defaultAttachment(v.DefaultNetwork, ifName, runtimeConfig)

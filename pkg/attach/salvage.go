@@ -223,7 +223,7 @@ func (e *Engine) salvagePlan(ctx context.Context, req *api.Request, args podArgs
 		}
 		out = append(out, state.Attachment{
 			Network: a.NetworkKey, Default: i == 0, Auxiliary: p.isAuxiliary(i), IfName: a.IfName,
-			ConfList: a.ConfList.Bytes, CapabilityArgs: a.CapabilityArgs,
+			ConfList: a.ConfList.Bytes, CapabilityArgs: a.CapabilityArgs, CNIArgs: a.CNIArgs,
 			Phase: state.PhasePlanned, DeviceInfoFile: f,
 		})
 	}

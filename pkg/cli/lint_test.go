@@ -12,6 +12,8 @@ const (
 	okPod  = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n  annotations: {k8s.v1.cni.cncf.io/networks: net-a}\n"
 	okNAD  = "apiVersion: k8s.cni.cncf.io/v1\nkind: NetworkAttachmentDefinition\nmetadata: {name: net-a}\nspec: {config: '{\"cniVersion\":\"1.0.0\",\"type\":\"bridge\"}'}\n"
 	badMAC = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: bad\n  annotations: {k8s.v1.cni.cncf.io/networks: '[{\"name\":\"net-a\",\"mac\":\"zz\"}]'}\n"
+	// macPod asks net-a (okNAD: no capability) for a MAC.
+	macPod = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: mac\n  annotations: {k8s.v1.cni.cncf.io/networks: '[{\"name\":\"net-a\",\"mac\":\"02:00:00:00:00:01\"}]'}\n"
 )
 
 func run(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
@@ -68,6 +70,15 @@ func TestLintCommand(t *testing.T) {
 			code: 0, stdout: []string{"ok  Pod team/web (1 network)\n    note: ", "team/net-a is not in the input"}},
 		{name: "-o json", stdin: badMAC, args: []string{"lint", "-f", "-", "-o", "json"},
 			code: 1, stdout: []string{"[\n  {\n    \"kind\": \"Pod\",", `"valid": false`, `field \"mac\"`}},
+		{name: "undeclared capability refused by default; lint lists the NAD", stdin: okNAD + "---\n" + macPod, args: []string{"lint", "-f", "-"},
+			code: 1, stdout: []string{"invalid  Pod default/mac", `field "mac": needs runtimeConfig "mac"`, "(spec §4.1.2.1.4.2)",
+				`NetworkAttachmentDefinitions relying on undeclaredCapabilities: multus: default/net-a ("mac")`}},
+		{name: "--undeclared-capabilities=multus: valid with a warning", stdin: okNAD + "---\n" + macPod, args: []string{"lint", "-f", "-", "--undeclared-capabilities=multus"},
+			code: 0, stdout: []string{"ok  NetworkAttachmentDefinition default/net-a", `warning: no plugin declares "capabilities": {"mac": true}, which Pod default/mac asks for`,
+				"ok  Pod default/mac", `warning: metadata.annotations["k8s.v1.cni.cncf.io/networks"]: networks[0] "net-a": NetworkAttachmentDefinition default/net-a declares no capability "mac"`,
+				`relying on undeclaredCapabilities: multus: default/net-a ("mac")`}},
+		{name: "--undeclared-capabilities unknown", args: []string{"lint", "-f", pods, "--undeclared-capabilities=allow"},
+			code: 2, noStdout: true, stderr: `--undeclared-capabilities: undeclaredCapabilities "allow"`},
 		{name: "empty input: nothing to check", stdin: "# nothing\n", args: []string{"lint", "-f", "-", "-o", "json"},
 			code: 0, stdout: []string{"[]\n"}, stderr: "warning: no objects in the input"},
 		{name: "YAML syntax error: exit 2, file and line", args: []string{"lint", "-f", pods, "-f", broken},

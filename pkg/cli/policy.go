@@ -20,6 +20,7 @@ type policyFlags struct {
 	globalNamespaces   []string
 	defaultNetworks    []string
 	systemNamespaces   []string
+	undeclared         string
 }
 
 // addPolicyFlags registers the policy flags on cmd.
@@ -30,6 +31,7 @@ func addPolicyFlags(cmd *cobra.Command) *policyFlags {
 	f.StringSliceVar(&p.globalNamespaces, "global-namespaces", nil, "comma-separated namespaces whose NADs every pod may select under isolation (multinetd's globalNamespaces); implies --namespace-isolation")
 	f.StringSliceVar(&p.defaultNetworks, "default-networks", nil, "comma-separated NADs namespace/name attached to every pod on net1, net2, … before its own networks (multinetd's defaultNetworks)")
 	f.StringSliceVar(&p.systemNamespaces, "system-namespaces", []string{"kube-system"}, "comma-separated namespaces whose pods do not get --default-networks (multinetd's systemNamespaces)")
+	f.StringVar(&p.undeclared, "undeclared-capabilities", string(podnetworks.RefuseUndeclared), "a key (mac, ips, …) whose capability no plugin of the NAD declares: refuse (the spec, §4.1.2.1.x.2) or multus (handed over as Multus does), as multinetd's undeclaredCapabilities")
 	return p
 }
 
@@ -52,6 +54,11 @@ func (p *policyFlags) policy() (podnetworks.Policy, error) {
 	if len(nets) > 0 {
 		out.DefaultNetworks = nets
 	}
+	u, err := podnetworks.ParseUndeclaredCapabilities(strings.TrimSpace(p.undeclared))
+	if err != nil {
+		return out, &ExitError{Code: ExitUsage, Err: fmt.Errorf("--undeclared-capabilities: %w", err)}
+	}
+	out.UndeclaredCapabilities = u
 	out.SystemNamespaces = trimAll(p.systemNamespaces)
 	for _, ns := range out.SystemNamespaces {
 		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {

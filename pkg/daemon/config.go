@@ -149,6 +149,13 @@ type Config struct {
 	// GlobalNamespaces (spec §7.4).
 	NamespaceIsolation bool     `json:"namespaceIsolation,omitempty"`
 	GlobalNamespaces   []string `json:"globalNamespaces,omitempty"`
+	// UndeclaredCapabilities decides a network selection element key
+	// ("ips", "mac", …) whose capability no plugin of the NAD declares:
+	// "refuse" (the default; spec §4.1.2.1.3.2, §4.1.2.1.4.2: the ADD
+	// fails) or "multus" (handed over as Multus hands it, CNI_ARGS MAC=,
+	// IP= and runtimeConfig, with a Warning Event on the pod). The webhook's
+	// --undeclared-capabilities must match (docs/migrating-from-multus.md).
+	UndeclaredCapabilities string `json:"undeclaredCapabilities,omitempty"`
 	// RemoveCNIConfigOnExit removes ConfFileName when the daemon stops,
 	// before it drains in-flight operations. Off by default (spec §6.1: a
 	// restart or upgrade must not let pods start without multinet); turned
@@ -315,6 +322,11 @@ func (c *Config) Complete() error {
 	}
 	if _, err := podnetworks.ParseDefaultNetworks(c.DefaultNetworks); err != nil {
 		errs = append(errs, err)
+	}
+	if u, err := podnetworks.ParseUndeclaredCapabilities(c.UndeclaredCapabilities); err != nil {
+		errs = append(errs, err)
+	} else {
+		c.UndeclaredCapabilities = string(u)
 	}
 	for i, ns := range c.SystemNamespaces {
 		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {

@@ -136,6 +136,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if launcher != nil {
 		defer launcher.Close()
 	}
+	if cfg.UndeclaredCapabilities == string(podnetworks.MultusUndeclared) {
+		klog.InfoS("undeclaredCapabilities: multus: a key whose capability no plugin of the NAD declares is handed over as Multus does, with a Warning Event, instead of failing the ADD (spec §4.1.2.1.x.2; docs/migrating-from-multus.md)")
+	}
 	if len(cfg.DefaultNetworks) > 0 {
 		klog.InfoS("every pod outside systemNamespaces gets defaultNetworks", "defaultNetworks", cfg.DefaultNetworks, "systemNamespaces", cfg.SystemNamespaces)
 	}
@@ -167,6 +170,8 @@ func Run(ctx context.Context, cfg Config) error {
 			Isolation:        selection.IsolationPolicy{Enabled: cfg.NamespaceIsolation, GlobalNamespaces: cfg.GlobalNamespaces},
 			DefaultNetworks:  cfg.DefaultNetworkElements(),
 			SystemNamespaces: cfg.SystemNamespaces,
+			// Checked by Complete.
+			UndeclaredCapabilities: podnetworks.UndeclaredCapabilities(cfg.UndeclaredCapabilities),
 		},
 	})
 	if err != nil {

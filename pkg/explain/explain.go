@@ -61,6 +61,9 @@ type Options struct {
 	// podnetworks.Policy); nil means none.
 	DefaultNetworks  []selection.Element
 	SystemNamespaces []string
+	// UndeclaredCapabilities is multinetd's undeclaredCapabilities (see
+	// podnetworks.Policy); "" means the default, "refuse".
+	UndeclaredCapabilities podnetworks.UndeclaredCapabilities
 	// ResourceNameKeys are the NAD annotations naming a device resource, in
 	// order of preference; nil means the daemon's default (the spec's key,
 	// then the legacy one).
@@ -214,7 +217,7 @@ func (x *Explanation) allAttachments() []*Attachment {
 func (e *explainer) run() error {
 	x, pod := e.x, e.pod
 	e.readStatus()
-	policy := podnetworks.Policy{DefaultNetworks: e.opts.DefaultNetworks, SystemNamespaces: e.opts.SystemNamespaces}
+	policy := podnetworks.Policy{DefaultNetworks: e.opts.DefaultNetworks, SystemNamespaces: e.opts.SystemNamespaces, UndeclaredCapabilities: e.opts.UndeclaredCapabilities}
 	if e.opts.Isolation == nil {
 		x.Notes = append(x.Notes, "namespace isolation not checked: pass --namespace-isolation (and --global-namespaces) as multinetd is configured (spec §7.4)")
 	} else {
@@ -255,6 +258,9 @@ func (e *explainer) run() error {
 	}
 	for i := range x.Attachments {
 		a := &x.Attachments[i]
+		if u, ok := podnetworks.UndeclaredOf(selection.NetworksAnnotation, &v.Attachments[i]); ok && a.Error == "" {
+			a.Notes = append(a.Notes, u.Message())
+		}
 		if a.ResourceName != "" && a.Error == "" {
 			a.Notes = append(a.Notes, fmt.Sprintf("deviceID: device %d of resource %s that kubelet allocates to the pod, found through PodResources on the node and passed as runtimeConfig deviceID (or top-level deviceID of the first plugin)", v.Attachments[i].Device, a.ResourceName))
 		}

@@ -57,6 +57,13 @@ const (
 	// or lookup that failed (rolled back, retried). The message names the
 	// network, the interface and why.
 	ReasonHotPlugFailed = "NetworkHotPlugFailed"
+	// ReasonUndeclaredCapability (Warning): under multinetd's
+	// undeclaredCapabilities: multus, a network selection element key
+	// ("mac", "ips", …) whose capability no plugin of the NAD declares was
+	// handed over as Multus hands it instead of failing the attachment (spec
+	// §4.1.2.1.x.2); the message names the element, the NAD, the missing
+	// capability and how the value was handed over.
+	ReasonUndeclaredCapability = "UndeclaredCapability"
 )
 
 // Events posts Events on pods through client-go's broadcaster, which

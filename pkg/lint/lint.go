@@ -35,7 +35,8 @@ type Options struct {
 	RequireNADs bool
 	// Policy is multinetd's configuration that decides a pod's networks
 	// besides its annotations (namespace isolation, defaultNetworks,
-	// systemNamespaces); the zero value is multinetd's default.
+	// systemNamespaces, undeclaredCapabilities); the zero value is
+	// multinetd's default.
 	Policy podnetworks.Policy
 }
 
@@ -67,6 +68,11 @@ type Result struct {
 	Warnings []string `json:"warnings"`
 	// Notes say what was not checked, or what is allowed but unusual. Never nil.
 	Notes []string `json:"notes"`
+	// UndeclaredCapabilities, for a NetworkAttachmentDefinition, are the
+	// capabilities that pods of the input ask of it although no plugin
+	// declares them: they rely on undeclaredCapabilities: multus
+	// (RelyingNADs lists such NADs). Empty for other kinds.
+	UndeclaredCapabilities []string `json:"undeclaredCapabilities,omitempty"`
 	// Networks are the pod's network selection elements (spec §4.1.2.1) as
 	// the JSON list form writes them, namespace filled in, and "interface"
 	// filled in with the name the daemon would generate. Empty (never nil)
@@ -117,6 +123,11 @@ func Lint(objs []Object, opts Options) ([]Result, error) {
 			l.lintWorkload(&results[i], decoded[i])
 		}
 	}
+	for i := range objs {
+		if isNAD(objs[i]) && decoded[i] != nil {
+			l.markReliance(&results[i])
+		}
+	}
 	for i := range results {
 		results[i].Valid = len(results[i].Errors) == 0
 	}
@@ -135,6 +146,9 @@ type linter struct {
 	nadNamespaces map[string]bool
 	// seen maps "kind namespace/name" to the Source of its first object.
 	seen map[string]string
+	// undeclared: by NAD "namespace/name", what pods ask of it that no
+	// plugin declares (undeclaredCapabilities).
+	undeclared map[string]*reliance
 }
 
 func newLinter(opts Options) (*linter, error) {
@@ -154,6 +168,7 @@ func newLinter(opts Options) (*linter, error) {
 		nads:          map[string]*nadv1.NetworkAttachmentDefinition{},
 		nadNamespaces: map[string]bool{},
 		seen:          map[string]string{},
+		undeclared:    map[string]*reliance{},
 	}, nil
 }
 

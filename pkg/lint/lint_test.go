@@ -225,7 +225,7 @@ func TestLintPods(t *testing.T) {
 		{"§4.1.2.1.4.2 mac without the capability fails the attachment",
 			nad("", "plain", noCapsConf) + pod("", "p", `[{"name":"plain"},{"name":"plain","mac":"02:00:00:00:00:01"}]`), Options{},
 			[]want{
-				{kind: "NetworkAttachmentDefinition", ns: "default", name: "plain"},
+				{kind: "NetworkAttachmentDefinition", ns: "default", name: "plain", warnings: []string{`no plugin declares "capabilities": {"mac": true}, which Pod default/p asks for (spec §4.1.2.1.4.2): runs only with undeclaredCapabilities: multus`}},
 				{kind: "Pod", ns: "default", name: "p", errors: []string{networksAnno + `networks[1] "plain": field "mac": needs runtimeConfig "mac", but no plugin of CNI config "plain" declares "capabilities": {"mac": true} (spec §4.1.2.1.4.2)`},
 					networks: `[{"name":"plain","namespace":"default","interface":"net1"},{"name":"plain","namespace":"default","mac":"02:00:00:00:00:01","interface":"net2"}]`},
 			}},
@@ -236,7 +236,7 @@ func TestLintPods(t *testing.T) {
 					networksAnno + `networks[0] "plain": field "ips": needs runtimeConfig "ips"`,
 					networksAnno + `networks[2] "plain": field "portMappings": needs runtimeConfig "portMappings"`},
 					networks: `[{"name":"plain","namespace":"default","ips":["10.0.0.1"],"interface":"net1"},{"name":"static","namespace":"default","mac":"02:00:00:00:00:01","interface":"net2"},{"name":"plain","namespace":"default","interface":"net3","portMappings":[{"hostPort":1,"containerPort":2,"protocol":"tcp"}]}]`},
-				{kind: "NetworkAttachmentDefinition", ns: "default", name: "plain"},
+				{kind: "NetworkAttachmentDefinition", ns: "default", name: "plain", warnings: []string{`{"ips": true}, which Pod default/p asks for (spec §4.1.2.1.3.2)`, `{"portMappings": true}, which Pod default/p asks for (spec §4.1.2.1.7.2)`}},
 				{kind: "NetworkAttachmentDefinition", ns: "default", name: "static"},
 			}},
 		{"§4.1.2.1.5 requested names are kept and generated names skip them; §4.2 the same network twice",
@@ -253,7 +253,7 @@ func TestLintPods(t *testing.T) {
 		{"§4.1.2.1.5, §4.1.2.1.4.2 a request for eth0 does not hide a missing capability of another element",
 			nad("", "plain", noCapsConf) + pod("", "p", `[{"name":"plain","interface":"eth0"},{"name":"plain","mac":"02:00:00:00:00:01"}]`), Options{},
 			[]want{
-				{kind: "NetworkAttachmentDefinition", ns: "default", name: "plain"},
+				{kind: "NetworkAttachmentDefinition", ns: "default", name: "plain", warnings: []string{`no plugin declares "capabilities": {"mac": true}, which Pod default/p asks for (spec §4.1.2.1.4.2): runs only with undeclaredCapabilities: multus`}},
 				{kind: "Pod", ns: "default", name: "p", errors: []string{
 					networksAnno + `networks[0] "plain": field "interface": "eth0" is used by the default network (spec §4.1.2.1.5)`,
 					networksAnno + `networks[1] "plain": field "mac": needs runtimeConfig "mac"`},

@@ -71,6 +71,7 @@ func (l *linter) lintPod(r *Result, prefix string, meta *metav1.ObjectMeta, spec
 	for _, n := range v.Notes {
 		r.Notes = append(r.Notes, prefix+n)
 	}
+	l.recordUndeclared(r, prefix, v)
 	keys := make([]string, 0, len(src.missing))
 	for k := range src.missing {
 		keys = append(keys, k)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/multinet/multinet/pkg/podnetworks"
 )
 
 // Invalid reports whether some result is invalid (kubectl-multinet lint
@@ -98,6 +100,9 @@ func WriteText(w io.Writer, results []Result, notes bool) error {
 		b.WriteString(", " + plural(warnings, "warning"))
 	}
 	b.WriteByte('\n')
+	if nads := RelyingNADs(results); len(nads) > 0 {
+		fmt.Fprintf(&b, "NetworkAttachmentDefinitions relying on undeclaredCapabilities: %s: %s\n", podnetworks.MultusUndeclared, strings.Join(nads, ", "))
+	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("write results: %w", err)
 	}

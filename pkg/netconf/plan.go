@@ -78,6 +78,12 @@ type BandwidthEntry struct {
 type Network struct {
 	Element  selection.Element
 	ConfList *libcni.NetworkConfigList
+	// HandOverUndeclared: a key whose capability no plugin of ConfList
+	// declares is handed over as Multus hands it (HandOver) and listed in
+	// Attachment.Undeclared, instead of failing the plan with a *KeyError
+	// (the spec's rule). multinet's undeclaredCapabilities: multus
+	// (docs/decisions/undeclared-capabilities.md).
+	HandOverUndeclared bool
 }
 
 // PlanOptions are the pod-level inputs of Plan.
@@ -112,16 +118,24 @@ type Attachment struct {
 	CapabilityArgs map[string]any
 	// Element is the network selection element this attachment comes from.
 	Element selection.Element
+	// Undeclared are the element's keys whose capability no plugin
+	// declares, handed over as Multus hands them
+	// (Network.HandOverUndeclared); nil otherwise.
+	Undeclared []UndeclaredKey
+	// CNIArgs are the CNI_ARGS pairs of the handed-over keys (MAC=, IP=),
+	// added to the runtime's for every plugin of the list; nil when none.
+	CNIArgs [][2]string
 }
 
 // RuntimeConf returns the libcni invocation arguments of this attachment.
-// args are the CNI_ARGS pairs (e.g. K8S_POD_NAMESPACE).
+// args are the CNI_ARGS pairs (e.g. K8S_POD_NAMESPACE); the attachment's
+// own CNIArgs follow them.
 func (a *Attachment) RuntimeConf(containerID, netns string, args [][2]string) *libcni.RuntimeConf {
 	return &libcni.RuntimeConf{
 		ContainerID:    containerID,
 		NetNS:          netns,
 		IfName:         a.IfName,
-		Args:           args,
+		Args:           slices.Concat(args, a.CNIArgs),
 		CapabilityArgs: a.CapabilityArgs,
 	}
 }
@@ -334,13 +348,106 @@ type capabilityRequest struct {
 	value      any
 }
 
+// capabilityRequests returns the runtimeConfig keys element e asks for, in
+// CONVENTIONS form, in the order of spec §4.1.2.1.
+func capabilityRequests(e *selection.Element) []capabilityRequest {
+	var r []capabilityRequest
+	if len(e.IPRequest) > 0 {
+		r = append(r, capabilityRequest{"ips", CapIPs, "4.1.2.1.3.2", slices.Clone(e.IPRequest)})
+	}
+	if e.MacRequest != "" {
+		r = append(r, capabilityRequest{"mac", CapMAC, "4.1.2.1.4.2", e.MacRequest})
+	}
+	if len(e.PortMappingsRequest) > 0 {
+		r = append(r, capabilityRequest{"portMappings", CapPortMappings, "4.1.2.1.7.2", portMappings(e.PortMappingsRequest)})
+	}
+	if e.BandwidthRequest != nil {
+		r = append(r, capabilityRequest{"bandwidth", CapBandwidth, "4.1.2.1.8.2", bandwidth(e.BandwidthRequest)})
+	}
+	if e.InfinibandGUIDRequest != "" {
+		r = append(r, capabilityRequest{"infiniband-guid", CapInfinibandGUID, "4.1.2.1.10.2", e.InfinibandGUIDRequest})
+	}
+	return r
+}
+
+// UndeclaredKey is a network selection element key whose runtimeConfig
+// capability no plugin of the network's config list declares.
+type UndeclaredKey struct {
+	// Key is the selection element key ("ips", "mac", "portMappings",
+	// "bandwidth", "infiniband-guid").
+	Key string
+	// Capability is the runtimeConfig key it needs ("ips", "mac", …).
+	Capability string
+	// Section is the spec section that requires the capability, e.g.
+	// "4.1.2.1.4.2".
+	Section string
+	// CNIArg is the CNI_ARGS key Multus also hands the value in ("MAC",
+	// "IP"); "" for keys that only go to runtimeConfig.
+	CNIArg string
+}
+
+// HandedOver says how the key reaches the plugins under
+// Network.HandOverUndeclared, e.g. `CNI_ARGS MAC= and runtimeConfig "mac"`.
+func (u UndeclaredKey) HandedOver() string {
+	if u.CNIArg == "" {
+		return fmt.Sprintf("runtimeConfig %q only, which libcni gives to no plugin", u.Capability)
+	}
+	return fmt.Sprintf("CNI_ARGS %s= and runtimeConfig %q", u.CNIArg, u.Capability)
+}
+
+// UndeclaredKeys returns the keys of element e that list cannot honour
+// because no plugin declares their capability (spec §4.1.2.1.x.2), in the
+// order of §4.1.2.1; nil when there are none or list is nil.
+func UndeclaredKeys(e *selection.Element, list *libcni.NetworkConfigList) []UndeclaredKey {
+	if list == nil {
+		return nil
+	}
+	var out []UndeclaredKey
+	for _, q := range capabilityRequests(e) {
+		if !Declares(list, q.capability) {
+			out = append(out, undeclared(q))
+		}
+	}
+	return out
+}
+
+// undeclared describes request q as an UndeclaredKey.
+func undeclared(q capabilityRequest) UndeclaredKey {
+	u := UndeclaredKey{Key: q.elementKey, Capability: q.capability, Section: q.section}
+	switch q.capability {
+	case CapMAC:
+		u.CNIArg = "MAC"
+	case CapIPs:
+		u.CNIArg = "IP"
+	}
+	return u
+}
+
+// handOver hands request q, which no plugin declares, over as Multus does
+// (pkg/multus DelegateAdd, v4.3.0): "mac" as CNI_ARGS MAC=<mac>, "ips" as
+// CNI_ARGS IP=<ip[/prefix]>,… (read by tuning, static IPAM, macvlan, …;
+// IgnoreUnknown=1 is always set), and every key in CapabilityArgs too, which
+// libcni gives only to plugins declaring it, so to none here.
+func (a *Attachment) handOver(q capabilityRequest) {
+	u := undeclared(q)
+	a.Undeclared = append(a.Undeclared, u)
+	a.CapabilityArgs[q.capability] = q.value
+	switch u.CNIArg {
+	case "MAC":
+		a.CNIArgs = append(a.CNIArgs, [2]string{u.CNIArg, q.value.(string)})
+	case "IP":
+		a.CNIArgs = append(a.CNIArgs, [2]string{u.CNIArg, strings.Join(q.value.([]string), ",")})
+	}
+}
+
 // PlanAttachment plans one network's attachment on CNI_IFNAME ifName:
 //
 //   - CapabilityArgs hold the element's ips, mac, portMappings, bandwidth and
 //     infiniband-guid in CONVENTIONS form; each must be declared by some
 //     plugin of the list, or PlanAttachment fails with a *KeyError wrapping
-//     ErrNoCapability (spec §4.1.2.1.x.2). ipam-claim-reference is passed to
-//     plugins declaring it, never failing;
+//     ErrNoCapability (spec §4.1.2.1.x.2), unless n.HandOverUndeclared: then
+//     the key is handed over as Multus hands it and listed in Undeclared.
+//     ipam-claim-reference is passed to plugins declaring it, never failing;
 //   - the element's cni-args are merged over each plugin's args.cni, the
 //     element winning (§4.1.2.1.6.2); a plugin whose args or args.cni is not
 //     a JSON object fails with a *KeyError for "cni-args".
@@ -360,32 +467,20 @@ func PlanAttachment(n Network, ifName string) (Attachment, error) {
 		Element:     *e,
 	}
 
-	var reqs [5]capabilityRequest
-	r := reqs[:0]
-	if len(e.IPRequest) > 0 {
-		r = append(r, capabilityRequest{"ips", CapIPs, "4.1.2.1.3.2", slices.Clone(e.IPRequest)})
-	}
-	if e.MacRequest != "" {
-		r = append(r, capabilityRequest{"mac", CapMAC, "4.1.2.1.4.2", e.MacRequest})
-	}
-	if len(e.PortMappingsRequest) > 0 {
-		r = append(r, capabilityRequest{"portMappings", CapPortMappings, "4.1.2.1.7.2", portMappings(e.PortMappingsRequest)})
-	}
-	if e.BandwidthRequest != nil {
-		r = append(r, capabilityRequest{"bandwidth", CapBandwidth, "4.1.2.1.8.2", bandwidth(e.BandwidthRequest)})
-	}
-	if e.InfinibandGUIDRequest != "" {
-		r = append(r, capabilityRequest{"infiniband-guid", CapInfinibandGUID, "4.1.2.1.10.2", e.InfinibandGUIDRequest})
-	}
+	r := capabilityRequests(e)
 	if len(r) > 0 || e.IPAMClaimReference != "" {
 		a.CapabilityArgs = make(map[string]any, len(r)+1)
 	}
 	for _, q := range r {
-		if !Declares(n.ConfList, q.capability) {
+		switch {
+		case Declares(n.ConfList, q.capability):
+			a.CapabilityArgs[q.capability] = q.value
+		case n.HandOverUndeclared:
+			a.handOver(q)
+		default:
 			return Attachment{}, &KeyError{Key: q.elementKey, Section: q.section, Err: ErrNoCapability,
 				Reason: fmt.Sprintf("needs runtimeConfig %q, but no plugin of CNI config %q declares \"capabilities\": {%q: true}", q.capability, n.ConfList.Name, q.capability)}
 		}
-		a.CapabilityArgs[q.capability] = q.value
 	}
 	if e.IPAMClaimReference != "" && Declares(n.ConfList, CapIPAMClaimReference) {
 		a.CapabilityArgs[CapIPAMClaimReference] = e.IPAMClaimReference

@@ -241,6 +241,7 @@ type recordedCall struct {
 	plugin  string
 	command string
 	ifName  string
+	cniArgs string // CNI_ARGS
 	stdin   map[string]any
 }
 
@@ -255,6 +256,9 @@ func (r *recordingExec) ExecPlugin(_ context.Context, pluginPath string, stdin [
 		}
 		if v, ok := strings.CutPrefix(kv, "CNI_IFNAME="); ok {
 			c.ifName = v
+		}
+		if v, ok := strings.CutPrefix(kv, "CNI_ARGS="); ok {
+			c.cniArgs = v
 		}
 	}
 	r.mu.Lock()

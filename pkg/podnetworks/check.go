@@ -76,6 +76,11 @@ type Policy struct {
 	// SystemNamespaces are namespaces whose pods do not get DefaultNetworks
 	// (multinetd's systemNamespaces).
 	SystemNamespaces []string
+	// UndeclaredCapabilities decides a key whose capability no plugin of
+	// the NAD declares (multinetd's undeclaredCapabilities): "" and
+	// RefuseUndeclared refuse it (the spec), MultusUndeclared hands it over
+	// as Multus does and lists it in Attachment.Undeclared.
+	UndeclaredCapabilities UndeclaredCapabilities
 }
 
 // DefaultNetworksFor returns the networks of DefaultNetworks a pod of
@@ -214,7 +219,9 @@ func (v *Verdict) Err() error {
 //     network's (Options.DefaultIfName) or DefaultNetworks' (§4.1.2.1.5);
 //   - each requested runtimeConfig key (ips, mac, portMappings, bandwidth,
 //     infiniband-guid) has a capable plugin, and cni-args merge
-//     (§4.1.2.1.x.2, §4.1.2.1.6.2; netconf.PlanAttachment);
+//     (§4.1.2.1.x.2, §4.1.2.1.6.2; netconf.PlanAttachment), unless
+//     Policy.UndeclaredCapabilities is MultusUndeclared: then such a key is
+//     handed over as Multus does (Verdict.Undeclared lists them either way);
 //   - DefaultNetworks exist, resolve and are not device networks.
 //
 // Every problem is found, not only the first; each NAD is looked up once,
@@ -509,8 +516,12 @@ func (c *checker) planElements(allowed []bool, reserved map[string]string) error
 // plan plans attachment a with list and records a key that list cannot
 // honour.
 func (c *checker) plan(annotation string, index int, a *Attachment, list *libcni.NetworkConfigList) {
-	planned, err := netconf.PlanAttachment(netconf.Network{Element: a.Element, ConfList: list}, a.IfName)
+	planned, err := netconf.PlanAttachment(netconf.Network{Element: a.Element, ConfList: list,
+		HandOverUndeclared: c.opts.UndeclaredCapabilities.handOver()}, a.IfName)
 	if err != nil {
+		if errors.Is(err, netconf.ErrNoCapability) {
+			a.Undeclared = netconf.UndeclaredKeys(&a.Element, list) // for lint's list
+		}
 		var ke *netconf.KeyError
 		if errors.As(err, &ke) {
 			c.elementProblem(annotation, index, a.Element, ke.Key, "", ke.Reason, ke.Section)

@@ -166,6 +166,10 @@ type Attachment struct {
 	// CapabilityArgs is the runtimeConfig given to the delegates (libcni
 	// injects each key only into plugins declaring the capability).
 	CapabilityArgs map[string]any `json:"capabilityArgs,omitempty"`
+	// CNIArgs are the attachment's own CNI_ARGS pairs, after the runtime's
+	// (MAC=, IP= of keys handed over under undeclaredCapabilities: multus),
+	// given again to DEL and CHECK.
+	CNIArgs [][2]string `json:"cniArgs,omitempty"`
 	// Phase says whether the delegate ADD is known to have succeeded.
 	Phase Phase `json:"phase"`
 	// Result is the delegate's CNI result (JSON) when Phase is PhaseAdded.

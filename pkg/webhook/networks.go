@@ -25,6 +25,18 @@ func selects(pod *corev1.Pod) bool {
 	return n || d
 }
 
+// undeclaredWarnings are the admission warnings of a valid verdict whose
+// attachments hand keys over without a declaring plugin
+// (undeclaredCapabilities: multus): one per attachment, naming the NAD and
+// the missing capability; nil when there are none.
+func undeclaredWarnings(v *podnetworks.Verdict) []string {
+	var out []string
+	for _, u := range v.Undeclared() {
+		out = append(out, "multinet: "+u.Message())
+	}
+	return out
+}
+
 // check decides the pod's network selection with podnetworks.Check, the
 // rules multinetd applies at ADD and lint offline, against the NAD lookup
 // (cache, then one live GET) and Options.Policy; the pod's namespace

@@ -95,7 +95,9 @@ type Options struct {
 	Existing ExistingPolicy
 	// Policy is multinetd's configuration that decides a pod's networks
 	// besides its annotations: namespace isolation (spec §7.4; the zero
-	// value allows every namespace), defaultNetworks and systemNamespaces.
+	// value allows every namespace), defaultNetworks, systemNamespaces and
+	// undeclaredCapabilities (under "multus" a pod relying on it is admitted
+	// with a warning per attachment).
 	// Set it as multinetd is configured, or a pod passes admission and then
 	// fails at ADD.
 	podnetworks.Policy
@@ -146,6 +148,11 @@ func New(o Options) (*Webhooks, error) {
 	default:
 		return nil, fmt.Errorf("webhook options: OnLookupFailure %q: must be %q or %q", o.OnLookupFailure, RejectOnLookupFailure, AdmitOnLookupFailure)
 	}
+	u, err := podnetworks.ParseUndeclaredCapabilities(string(o.UndeclaredCapabilities))
+	if err != nil {
+		return nil, fmt.Errorf("webhook options: %w", err)
+	}
+	o.UndeclaredCapabilities = u
 	if o.ContainerIndex < 0 {
 		return nil, fmt.Errorf("webhook options: ContainerIndex %d: must not be negative", o.ContainerIndex)
 	}

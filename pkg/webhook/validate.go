@@ -67,7 +67,9 @@ func (w *Webhooks) ValidatePods(ctx context.Context, req admission.Request) admi
 			return admission.Denied(err.Error())
 		}
 	}
-	return admission.Allowed("network selection valid")
+	allowed := admission.Allowed("network selection valid")
+	allowed.Warnings = undeclaredWarnings(v)
+	return allowed
 }
 
 // ValidateNADs validates a NetworkAttachmentDefinition on CREATE and UPDATE
