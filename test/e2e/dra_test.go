@@ -207,6 +207,16 @@ func checkDRAAttachment(t *testing.T, p *corev1.Pod, claimN int, ifName string, 
 	t.Helper()
 	claim := podClaim(t, p, claimN)
 	dev := allocatedDevice(t, claim)
+	checkClaimAttachment(t, p, claim, dev, ifName, macs)
+	return dev
+}
+
+// checkClaimAttachment checks the pod's attachment ifName of device dev of
+// claim as checkDRAAttachment does: the device is in the pod (MAC in
+// network-status), the record holds its ID and claim, the claim's status
+// networkData and Ready/NetworkReady True.
+func checkClaimAttachment(t *testing.T, p *corev1.Pod, claim *resourceapi.ResourceClaim, dev, ifName string, macs map[string]string) {
+	t.Helper()
 	if hostLinkState(t, dev) != nil {
 		t.Errorf("allocated device %s is still in the host", dev)
 	}
@@ -238,7 +248,6 @@ func checkDRAAttachment(t *testing.T, p *corev1.Pod, claimN int, ifName string, 
 	if nd == nil || nd.InterfaceName != ifName || nd.HardwareAddress != s.Mac || len(nd.IPs) != 1 || len(s.IPs) != 1 || !strings.HasPrefix(nd.IPs[0], s.IPs[0]+"/") {
 		t.Errorf("networkData = %+v, want interface %s, MAC %s, ips %v in CIDR form", nd, ifName, s.Mac, s.IPs)
 	}
-	return dev
 }
 
 func draMACs(t *testing.T) map[string]string {
