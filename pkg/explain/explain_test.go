@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
+	"github.com/multinet/multinet/pkg/podnetworks"
 	"github.com/multinet/multinet/pkg/selection"
 )
 
@@ -301,5 +302,25 @@ func TestExplainLookupError(t *testing.T) {
 	_, err := Explain(context.Background(), p, s.get, Options{})
 	if err == nil || err.Error() != "pod ns1/web: looking up NetworkAttachmentDefinition ns1/net-a: connection refused" {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestExplainUndeclaredCapabilities: explain gives multinetd's verdict
+// under undeclaredCapabilities: a "mac" no plugin declares is an error by
+// default and, with "multus", a planned attachment with a note naming the
+// NAD, the capability and CNI_ARGS MAC=.
+func TestExplainUndeclaredCapabilities(t *testing.T) {
+	s := newStore(nad("ns1", "plain", plainConf, nil))
+	p := pod("ns1", "web", map[string]string{selection.NetworksAnnotation: `[{"name":"plain","mac":"02:00:00:00:00:01"}]`})
+	x := explainOK(t, p, s, Options{})
+	if x.OK || len(x.Attachments) != 1 || !strings.Contains(x.Attachments[0].Error, "(spec §4.1.2.1.4.2)") {
+		t.Fatalf("default: %+v, want the attachment refused (§4.1.2.1.4.2)", x.Attachments)
+	}
+	x = explainOK(t, p, s, Options{UndeclaredCapabilities: podnetworks.MultusUndeclared})
+	if !x.OK || len(x.Attachments) != 1 || x.Attachments[0].Error != "" {
+		t.Fatalf("multus: %+v, want the attachment planned", x.Attachments)
+	}
+	if a := x.Attachments[0]; !hasSub(a.Notes, `NetworkAttachmentDefinition ns1/plain declares no capability "mac"`) || !hasSub(a.Notes, "CNI_ARGS MAC=") {
+		t.Errorf("multus: notes %q, want the hand-over named", a.Notes)
 	}
 }
