@@ -87,7 +87,9 @@ func SaturatingAdd(a, b int64) int64 {
 // that attachment would fail. The webhook adds the requests of the networks
 // a pod selects at creation; a pod's resources cannot change afterwards.
 // Likewise for a DRA attachment (ClaimTemplate) whose resource claim the
-// pod lacks (Verdict.Claims).
+// pod lacks (Verdict.Claims). A pod with resource claims of its own
+// (HasOwnClaims) may hold its devices there (Multus's DRA flow,
+// docs/dra.md): its requests are not checked.
 func (v *Verdict) DeviceProblems(pod *corev1.Pod) []Problem {
 	have := map[string]int64{}
 	var out []Problem
@@ -95,6 +97,7 @@ func (v *Verdict) DeviceProblems(pod *corev1.Pod) []Problem {
 	for i := range pod.Spec.ResourceClaims {
 		claims[pod.Spec.ResourceClaims[i].Name] = &pod.Spec.ResourceClaims[i]
 	}
+	own := v.HasOwnClaims(pod)
 	check := func(annotation string, index int, a *Attachment) {
 		if a.ClaimTemplate != "" {
 			if reason := claimProblem(a, claims[a.Claim]); reason != "" {
@@ -103,7 +106,7 @@ func (v *Verdict) DeviceProblems(pod *corev1.Pod) []Problem {
 			}
 			return
 		}
-		if a.Resource == "" {
+		if a.Resource == "" || own {
 			return
 		}
 		h, ok := have[a.Resource]
@@ -165,4 +168,21 @@ func claimProblem(a *Attachment, have *corev1.PodResourceClaim) string {
 			a.Claim, a.ClaimTemplate, fixed)
 	}
 	return ""
+}
+
+// HasOwnClaims reports whether pod has a resource claim
+// (spec.resourceClaims) other than those of v's DRA template networks
+// (Claims): a claim the pod's author wrote, which may hold the devices of
+// its networks (Multus's DRA flow) or anything else (a GPU).
+func (v *Verdict) HasOwnClaims(pod *corev1.Pod) bool {
+	mine := map[string]bool{}
+	for _, c := range v.Claims() {
+		mine[c.Name] = true
+	}
+	for _, c := range pod.Spec.ResourceClaims {
+		if !mine[c.Name] {
+			return true
+		}
+	}
+	return false
 }

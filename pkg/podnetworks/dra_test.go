@@ -90,3 +90,27 @@ func TestDRAHotPlug(t *testing.T) {
 		t.Errorf("hot-plug problems = %v", p)
 	}
 }
+
+// TestDRAOwnClaimsRequests: a pod with a resource claim of its own is not
+// told to request the devices of its resourceName networks (its claims may
+// hold them: Multus's DRA flow); a pod whose only claim is a template
+// network's is.
+func TestDRAOwnClaimsRequests(t *testing.T) {
+	v := check(t, networks("a,b"), source(draNAD("a", "tmpl-a"), nad("ns1", "b", plainConf, map[string]string{nadv1.ResourceNameAnnotation: "example.com/b"})), Options{})
+	tmpl := "tmpl-a"
+	pod := &corev1.Pod{Spec: corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{{Name: "multinet-net-1", ResourceClaimTemplateName: &tmpl}}}}
+	if v.HasOwnClaims(pod) {
+		t.Error("the template network's claim counted as the pod's own")
+	}
+	if p := v.DeviceProblems(pod); len(p) != 1 || !strings.Contains(p[0].Error(), `needs device 1 of resource "example.com/b"`) {
+		t.Errorf("without own claims: %v", p)
+	}
+	vf := "vf"
+	pod.Spec.ResourceClaims = append(pod.Spec.ResourceClaims, corev1.PodResourceClaim{Name: "vf", ResourceClaimTemplateName: &vf})
+	if !v.HasOwnClaims(pod) {
+		t.Error("claim vf not counted as the pod's own")
+	}
+	if p := v.DeviceProblems(pod); len(p) != 0 {
+		t.Errorf("with its own claim: %v", p)
+	}
+}

@@ -137,7 +137,7 @@ func slimSlice(obj any) (any, error) {
 // the claims of v's template networks (multinetd then finds the device in
 // those claims). It returns the rest of d and the resources left out.
 func (w *Webhooks) draServed(pod *corev1.Pod, v *podnetworks.Verdict, d podnetworks.Demand) (podnetworks.Demand, []string) {
-	if w.o.DRA == nil || !hasOwnClaims(pod, v) {
+	if w.o.DRA == nil || !v.HasOwnClaims(pod) {
 		return d, nil
 	}
 	rest := podnetworks.Demand{Counts: map[string]int64{}}
@@ -151,21 +151,6 @@ func (w *Webhooks) draServed(pod *corev1.Pod, v *podnetworks.Verdict, d podnetwo
 		rest.Counts[rn] = d.Counts[rn]
 	}
 	return rest, served
-}
-
-// hasOwnClaims reports whether pod has a resource claim that is not one of
-// v's template networks' (podnetworks.Verdict.Claims).
-func hasOwnClaims(pod *corev1.Pod, v *podnetworks.Verdict) bool {
-	mine := map[string]bool{}
-	for _, c := range v.Claims() {
-		mine[c.Name] = true
-	}
-	for _, c := range pod.Spec.ResourceClaims {
-		if !mine[c.Name] {
-			return true
-		}
-	}
-	return false
 }
 
 // draServedNote says which resources were left out, e.g. "not requested,
