@@ -97,7 +97,8 @@ func TrimPod(obj any) (any, error) {
 		Spec: corev1.PodSpec{
 			NodeName: p.Spec.NodeName, HostNetwork: p.Spec.HostNetwork, ResourceClaims: p.Spec.ResourceClaims,
 		},
-		Status: corev1.PodStatus{Phase: p.Status.Phase, ResourceClaimStatuses: p.Status.ResourceClaimStatuses},
+		Status: corev1.PodStatus{Phase: p.Status.Phase, ResourceClaimStatuses: p.Status.ResourceClaimStatuses,
+			ExtendedResourceClaimStatus: p.Status.ExtendedResourceClaimStatus},
 	}
 	if _, ok := t.Annotations[corev1.LastAppliedConfigAnnotation]; ok {
 		t.Annotations = maps.Clone(t.Annotations)

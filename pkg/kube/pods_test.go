@@ -66,7 +66,8 @@ func fakePods(cs *fake.Clientset) interface {
 
 // The pod cache's transform keeps what multinetd reads of a pod (the
 // network selection and network-status annotations, the mirror pod's UID,
-// hostNetwork, phase, deletion, resource claims, the containers' device
+// hostNetwork, phase, deletion, resource claims and the extended-resource
+// claim (KEP-5004), the containers' device
 // requests) and drops the rest (issue 14: BenchmarkPodCacheBytesPerPod).
 func TestTrimPodKeepsWhatMultinetdReads(t *testing.T) {
 	claim := "web-claim-x7"
@@ -78,6 +79,8 @@ func TestTrimPodKeepsWhatMultinetdReads(t *testing.T) {
 	full.Spec.HostNetwork = true
 	full.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "nic", ResourceClaimTemplateName: &claim}}
 	full.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: "nic", ResourceClaimName: &claim}}
+	full.Status.ExtendedResourceClaimStatus = &corev1.PodExtendedResourceClaimStatus{ResourceClaimName: "web-extended-resources-x",
+		RequestMappings: []corev1.ContainerExtendedResourceRequest{{ContainerName: "a", ResourceName: "example.com/sriov", RequestName: "container-0-request-0"}}}
 	sriov := corev1.ResourceName("example.com/sriov")
 	full.Spec.Containers = append(full.Spec.Containers,
 		corev1.Container{Name: "a", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{sriov: resource.MustParse("1"), corev1.ResourceCPU: resource.MustParse("1")}}},
@@ -100,7 +103,8 @@ func TestTrimPodKeepsWhatMultinetdReads(t *testing.T) {
 			{Name: "a", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{sriov: resource.MustParse("1")}}},
 			{Name: "b", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{sriov: resource.MustParse("2")}}},
 		}},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning, ResourceClaimStatuses: orig.Status.ResourceClaimStatuses},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, ResourceClaimStatuses: orig.Status.ResourceClaimStatuses,
+			ExtendedResourceClaimStatus: orig.Status.ExtendedResourceClaimStatus},
 	}
 	if !equality.Semantic.DeepEqual(got, want) {
 		t.Errorf("TrimPod =\n%+v\nwant\n%+v", got, want)
