@@ -54,6 +54,11 @@ type Manager struct {
 	current   atomic.Pointer[served]
 	rotations prometheus.Counter
 	expiry    prometheus.Gauge
+	// failed says whether the last Sync returned an error: Run retries
+	// after RetryInterval from its start when the caller's first Sync (such
+	// as publishing the CA bundle to webhook configurations that are not
+	// created yet) failed.
+	failed atomic.Bool
 }
 
 // served is what the Manager serves.
@@ -141,6 +146,12 @@ func (m *Manager) Ready() error {
 // only if nothing is served yet or the served one expires within
 // RetryInterval; the error is returned either way.
 func (m *Manager) Sync(ctx context.Context) error {
+	err := m.sync(ctx)
+	m.failed.Store(err != nil)
+	return err
+}
+
+func (m *Manager) sync(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, m.o.CallTimeout)
 	defer cancel()
 	st, err := m.reconcileSecret(ctx)
@@ -226,9 +237,10 @@ func (m *Manager) reconcileSecret(ctx context.Context) (*State, error) {
 
 // Run calls Sync until ctx ends: after CheckInterval, or earlier when a
 // certificate becomes due for renewal, or after RetryInterval when Sync
-// failed. It returns ctx's error. Call Sync once before Run to fail fast.
+// failed, the caller's Sync before Run included. It returns ctx's error.
+// Call Sync once before Run to fail fast.
 func (m *Manager) Run(ctx context.Context) error {
-	failing := false
+	failing := m.failed.Load()
 	for {
 		wait := m.o.CheckInterval
 		if failing {

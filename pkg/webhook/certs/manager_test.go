@@ -275,3 +275,57 @@ func TestManagerRunWakesForRenewal(t *testing.T) {
 	}
 	t.Fatalf("not renewed by %v (renew at %v)", time.Now(), RenewAt(first))
 }
+
+// A Sync before Run whose publishing failed (the webhook configurations are
+// applied after the webhook's pod starts) is retried after RetryInterval,
+// not after CheckInterval: before, the deployed webhook left caBundle empty
+// for CheckInterval when kubectl apply created its Deployment first.
+func TestManagerRunRetriesAFailedFirstSync(t *testing.T) {
+	cs := fake.NewClientset()
+	var mu sync.Mutex
+	published := 0
+	configured := false
+	m, err := NewManager(cs.CoreV1(), ManagerOptions{
+		Namespace: "ns", SecretName: "s", Spec: testSpec,
+		CheckInterval: time.Hour, RetryInterval: 50 * time.Millisecond,
+		OnCABundle: func(context.Context, []byte) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if !configured {
+				return errors.New("mutatingwebhookconfigurations \"multinet-webhook\" not found")
+			}
+			published++
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := m.Sync(ctx); err == nil {
+		t.Fatal("Sync succeeded with no webhook configuration to publish to")
+	}
+	mu.Lock()
+	configured = true
+	mu.Unlock()
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	for {
+		mu.Lock()
+		n := published
+		mu.Unlock()
+		if n > 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("CA bundle not published by Run within 30 s (RetryInterval 50ms, CheckInterval 1h)")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Run returned %v", err)
+	}
+}
