@@ -27,7 +27,7 @@ import (
 
 // ReferencePlugins are the plugins of github.com/containernetworking/plugins
 // that BinDir builds.
-var ReferencePlugins = []string{"plugins/ipam/host-local", "plugins/ipam/static", "plugins/main/bridge", "plugins/meta/tuning"}
+var ReferencePlugins = []string{"plugins/ipam/host-local", "plugins/ipam/static", "plugins/main/bridge", "plugins/main/macvlan", "plugins/meta/tuning"}
 
 var bins struct {
 	once sync.Once

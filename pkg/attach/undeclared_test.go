@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/multinet/multinet/internal/cnitest"
@@ -122,4 +123,97 @@ func TestUndeclaredCapabilitiesRefused(t *testing.T) {
 		t.Errorf("%d UndeclaredCapability Warnings, want none", n)
 	}
 	e.del(id2, pod2)
+}
+
+// hostVeth makes a veth pair in the host's namespace (where the plugins
+// run), both ends up, removed when the test ends, and returns the first
+// end's name: a macvlan master.
+func hostVeth(t *testing.T) string {
+	t.Helper()
+	name := cnitest.UniqueName("mnu")
+	la := netlink.NewLinkAttrs()
+	la.Name = name
+	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: la, PeerName: name + "p"}); err != nil {
+		t.Fatalf("veth %s: %v", name, err)
+	}
+	cnitest.DeleteLinkAtCleanup(t, name)
+	for _, n := range []string{name, name + "p"} {
+		l, err := netlink.LinkByName(n)
+		if err == nil {
+			err = netlink.LinkSetUp(l)
+		}
+		if err != nil {
+			t.Fatalf("set %s up: %v", n, err)
+		}
+	}
+	return name
+}
+
+// TestUndeclaredCapabilitiesPeerNADs: the peers' NADs exactly as their e2e
+// suites write them (macvlan; multus-dynamic-networks-controller's
+// e2e_test.go macvlanNetworkWithoutIPAM and macvlanNetworkWitStaticIPAM,
+// Multus's default-route1.yml.j2) under undeclaredCapabilities: multus.
+// The controller's pod (tenant-network on net1) gets tenant-network-ipam
+// hot-plugged on ens202 with the address and the MAC it asks for (static
+// IPAM from runtimeConfig "ips", tuning from CNI_ARGS MAC=), then
+// tenant-network on ens58 with a MAC (macvlan from CNI_ARGS MAC=); Multus's
+// default-route-worker1 gets 10.1.1.21/24 on net1 (static IPAM from CNI_ARGS
+// IP=) and its default route via 10.1.1.254 there.
+func TestUndeclaredCapabilitiesPeerNADs(t *testing.T) {
+	multus := func(o *Options) { o.Policy.UndeclaredCapabilities = podnetworks.MultusUndeclared }
+	e := newEnv(t, multus)
+	master := hostVeth(t)
+	e.nads.put(podNS, "tenant-network", fmt.Sprintf(`{"cniVersion":"0.3.0","disableCheck":true,"plugins":[{"type":"macvlan","master":%q,"mode":"bridge"}]}`, master), nil)
+	e.nads.put(podNS, "tenant-network-ipam", fmt.Sprintf(`{"cniVersion":"0.3.0","disableCheck":true,"name":"tenant-network-ipam","plugins":[`+
+		`{"type":"macvlan","capabilities":{"ips":true},"master":%q,"mode":"bridge","ipam":{"type":"static"}},{"type":"tuning"}]}`, master), nil)
+	net1 := `{"name":"tenant-network","namespace":"ns1","interface":"net1"}`
+	pod := e.podWithNetworks("[" + net1 + "]")
+	id := "ctr-" + cnitest.UniqueName("")
+	e.add(id, pod)
+
+	ipam := `{"name":"tenant-network-ipam","namespace":"ns1","ips":["10.10.10.111/24"],"interface":"ens202","mac":"02:03:04:05:06:07"}`
+	ens58 := `{"name":"tenant-network","namespace":"ns1","interface":"ens58","mac":"02:03:04:05:06:08"}`
+	pod, _ = e.mustHotPlug(pod, "["+net1+","+ipam+","+ens58+"]")
+	if got := e.addrs("ens202"); !slices.Equal(got, []string{"10.10.10.111/24"}) {
+		t.Errorf("ens202 addresses %q, want 10.10.10.111/24", got)
+	}
+	for ifName, want := range map[string]string{"ens202": "02:03:04:05:06:07", "ens58": "02:03:04:05:06:08"} {
+		l, err := cnitest.Handle(t, e.netns).LinkByName(ifName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mac := l.Attrs().HardwareAddr.String(); mac != want {
+			t.Errorf("%s MAC %s, want %s", ifName, mac, want)
+		}
+	}
+	e.wantUndeclaredEvent(pod, podNS+"/tenant-network-ipam", `"mac"`)
+	e.wantUndeclaredEvent(pod, podNS+"/tenant-network", `"mac"`)
+	e.del(id, pod)
+
+	d := newEnv(t, multus)
+	d.nads.put(podNS, "default-route-config", fmt.Sprintf(`{"cniVersion":"0.4.0","plugins":[{"type":"macvlan","master":%q,"mode":"bridge","ipam":{"type":"static"}}]}`, master), nil)
+	w1 := d.podWithNetworks(`[{"name":"default-route-config","ips":["10.1.1.21/24"],"default-route":["10.1.1.254"]}]`)
+	d.add("ctr-"+cnitest.UniqueName(""), w1)
+	if got := d.addrs("net1"); !slices.Equal(got, []string{"10.1.1.21/24"}) {
+		t.Errorf("default-route-worker1 net1 addresses %q, want 10.1.1.21/24", got)
+	}
+	h := cnitest.Handle(t, d.netns)
+	routes, err := h.RouteList(nil, netlink.FAMILY_V4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var defaults []string
+	for _, r := range routes {
+		if isDefault(r.Dst) {
+			l, err := h.LinkByIndex(r.LinkIndex)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defaults = append(defaults, r.Gw.String()+" dev "+l.Attrs().Name)
+		}
+	}
+	if want := []string{"10.1.1.254 dev net1"}; !slices.Equal(defaults, want) {
+		t.Errorf("default routes of default-route-worker1 %q, want %q", defaults, want)
+	}
+	d.wantUndeclaredEvent(w1, podNS+"/default-route-config", `"ips"`)
 }
