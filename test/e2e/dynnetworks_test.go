@@ -97,6 +97,9 @@ func (e dncEnv) provision(t *testing.T, networks string) *corev1.Pod {
 type dncStatus struct {
 	Name, Interface, Mac string
 	IPs                  []string
+	// OldMac, when set, is a MAC the entry must no longer have: the
+	// interface was attached again.
+	OldMac string
 }
 
 // waitStatus is upstream's Eventually(filterPodNonDefaultNetworks,
@@ -164,8 +167,25 @@ func consistOf(got []status.NetworkStatus, want []dncStatus) bool {
 		}) {
 			return false
 		}
+		if ws.OldMac != "" && slices.ContainsFunc(got, func(s status.NetworkStatus) bool {
+			return s.Interface == ws.Interface && strings.EqualFold(s.Mac, ws.OldMac)
+		}) {
+			return false
+		}
 	}
 	return true
+}
+
+// statusMac returns the MAC network-status gives interface ifName of p.
+func statusMac(t *testing.T, p *corev1.Pod, ifName string) string {
+	t.Helper()
+	for _, s := range networkStatus(t, p) {
+		if s.Interface == ifName {
+			return s.Mac
+		}
+	}
+	t.Fatalf("pod %s/%s: no network-status entry for %s", p.Namespace, p.Name, ifName)
+	return ""
 }
 
 // TestDynNetworksHotPlug: upstream's scenarios that ask for no key without
@@ -311,13 +331,15 @@ func TestDynNetworksMultusCapabilities(t *testing.T) {
 		// (Consistently unchanged for 15 s). multinet matches elements by
 		// their keys (docs/hotplug.md), so ens58 is attached now.
 		added := dncStatus{Name: e.ns + "/tenant-network", Interface: "ens58", Mac: mac}
-		e.waitStatus(t, p.Name, initial, added)
+		before := e.waitStatus(t, p.Name, initial, added)
 		// Upstream SetInterfaceNamesOnPodsNetworkSelectionElements: the
 		// element without a name gets net<i+1>. The element changed, so
-		// multinet re-attaches it on net1 (a new macvlan, a new MAC; upstream
-		// expects the old MAC: not compared here), and ens58 stays.
+		// multinet re-attaches it on net1 (a new macvlan with a new MAC;
+		// upstream expects the old one), and ens58 stays.
 		mustSetNetworks(t, e.ns, p.Name, list(net1, ens58))
-		e.waitStatus(t, p.Name, initial, added)
+		reattached := initial
+		reattached.OldMac = statusMac(t, before, "net1")
+		e.waitStatus(t, p.Name, reattached, added)
 	})
 
 	// Multus's default-route1 (test-default-route1.sh): both pods Ready,
