@@ -33,7 +33,7 @@ verify: ## gofmt check, go vet (also the e2e tag), no deprecated API (staticchec
 	hack/verify.sh
 
 .PHONY: test
-test: ## verify, test-unit, test-multinode (the whole e2e suite on a 3-node cluster: single-node tests on multinet-node2, then the multi-node tests), chaos-short; each stage timed, the allowed skips printed first (hack/test.sh). test-e2e (the suite on 1 node) is not in it: make test-e2e
+test: ## verify, test-unit, test-multinode (the whole e2e suite on a 3-node cluster: single-node tests on multinet-node2, then the multi-node tests, then Multus's e2e scenarios on multinet-node2), chaos-short; each stage timed, the allowed skips printed first (hack/test.sh). test-e2e (the suite on 1 node) is not in it: make test-e2e
 	hack/test.sh
 
 .PHONY: skips
@@ -58,11 +58,11 @@ test-flakes: ## the flake hunt: unit suite -race -count=FLAKE_COUNT (10), then t
 	hack/test-flakes.sh
 
 .PHONY: test-e2e
-test-e2e: ## cluster-up, go test -tags e2e ./test/e2e/..., cluster-down (even on failure); default network: containerd's conflist; NODES=3 E2E_NODE=<node> runs the single-node tests on that node
+test-e2e: ## cluster-up, go test -tags e2e ./test/e2e/..., Multus's e2e scenarios (hack/multus-e2e.sh; E2E_MULTUS=0 leaves them out, as E2E_FLAGS does), cluster-down (even on failure); default network: containerd's conflist; NODES=3 E2E_NODE=<node> runs the single-node tests on that node
 	hack/e2e.sh
 
 .PHONY: test-multinode
-test-multinode: ## the whole e2e suite on a 3-node cluster: its single-node tests on multinet-node2 (E2E_NODE; a node in namespaces of its own, not the host) and the TestMultiNode* tests across the nodes: NODES=3 cluster-up, go test -tags e2e, cluster-down (hack/e2e.sh; docs/local-cluster.md "Several nodes")
+test-multinode: ## the whole e2e suite on a 3-node cluster: its single-node tests on multinet-node2 (E2E_NODE; a node in namespaces of its own, not the host) and the TestMultiNode* tests across the nodes: NODES=3 cluster-up, go test -tags e2e, Multus's e2e scenarios on E2E_NODE, cluster-down (hack/e2e.sh; docs/local-cluster.md "Several nodes")
 	NODES=3 E2E_NODE=$(or $(E2E_NODE),multinet-node2) hack/e2e.sh
 
 .PHONY: test-layouts
@@ -78,7 +78,7 @@ test-k8s-versions: ## the e2e suite on the oldest and newest maintained Kubernet
 	hack/k8s-versions.sh
 
 .PHONY: test-multus-e2e
-test-multus-e2e: ## Multus's e2e scenarios re-written for multinet (hack/multus-e2e.sh; needs cluster-up, root; restarts multinetd twice)
+test-multus-e2e: ## Multus's e2e scenarios re-written for multinet (hack/multus-e2e.sh; needs cluster-up, root; restarts multinetd twice; MULTUS_E2E_NODE=<node> runs them on an extra node); make test runs them after the e2e suite
 	hack/multus-e2e.sh $(MULTUS_E2E_ARGS)
 
 # The chaos suite (hack/chaos.sh, test/chaos, docs/chaos.md): N pods on three

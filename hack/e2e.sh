@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # e2e.sh: make cluster-up, run the end-to-end tests (go test -tags e2e
-# ./test/e2e/...) against it, and make cluster-down even when they fail.
-# Exits with the tests' code (or cluster-up's / cluster-down's when those fail).
+# ./test/e2e/...) against it, then Multus's e2e scenarios (hack/multus-e2e.sh)
+# on the same cluster, and make cluster-down even when they fail. Exits with
+# the first failure's code: the go tests', else the Multus scenarios' (or
+# cluster-up's / cluster-down's when those fail).
 #
 # E2E_KEEP_CLUSTER=1 leaves the cluster running for debugging.
 # E2E_FLAGS adds go test flags (e.g. E2E_FLAGS='-run TestCRDs').
+# E2E_MULTUS=1|0 runs the Multus scenarios or not; default: 1 unless E2E_FLAGS
+# is set (a chosen subset of the go tests). They run on E2E_NODE, the node of
+# the single-node go tests (docs/decisions/cluster.md, "make test — Multus's
+# e2e scenarios after the e2e suite").
 set -uo pipefail
 
 # shellcheck source=hack/lib/cluster.sh
@@ -68,6 +74,21 @@ log "running go test -tags e2e ./test/e2e/..."
 go test -tags e2e -count=1 -timeout 40m -v "${skip_flag[@]}" ${E2E_FLAGS:-} ./test/e2e/...
 rc=$?
 ((rc == 0)) || diagnose
+
+# Multus's scenarios, after the go tests so that their two multinetd
+# restarts disturb no go test; also when a go test failed (their verdict is
+# reported either way, the exit code is the go tests').
+if [[ ${E2E_MULTUS:-$([[ -z ${E2E_FLAGS:-} ]] && echo 1)} == 1 ]]; then
+  log "running hack/multus-e2e.sh on ${E2E_NODE:-the host}"
+  t0=$SECONDS
+  MULTUS_E2E_NODE=${E2E_NODE:-} hack/multus-e2e.sh
+  mrc=$?
+  log "Multus's scenarios: exit $mrc in $((SECONDS - t0))s"
+  if ((mrc != 0)); then
+    diagnose
+    ((rc != 0)) || rc=$mrc
+  fi
+fi
 
 down
 down_rc=$?

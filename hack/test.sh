@@ -5,7 +5,9 @@
 # targets) overrides the list.
 #
 # The e2e suite runs once, on the 3-node cluster (test-multinode): its
-# single-node tests on multinet-node2, then the multi-node tests. Its run on a
+# single-node tests on multinet-node2, then the multi-node tests, then
+# Multus's e2e scenarios (hack/multus-e2e.sh) on multinet-node2, all on the
+# one cluster (hack/e2e.sh). Its run on a
 # 1-node cluster (test-e2e) is a target of its own, outside make test, so that
 # make test stays under an hour on 2 cores with a cold build; the 1-node
 # cluster is still brought up and used by chaos-short and make demo.
