@@ -277,10 +277,13 @@ scenario_default-route1() {
   log "network-status of route-via-net1, net1's dns and default-route: $got"
   delete default-route1.yaml
 
-  # As written upstream: ips requested, capability not declared.
+  # As written upstream: ips requested, capability not declared. The
+  # refusal (webhook) or the Warning Event (multinetd) must name the NAD,
+  # the capability and the spec section: one rule package writes both.
   local out msg="" deadline=$((SECONDS + 60))
+  local want='no plugin of CNI config "mvlan-gw-noips" declares "capabilities": {"ips": true} (spec §4.1.2.1.3.2)'
   if ! out=$(render default-route1-no-ips-capability.yaml | kc apply -f - 2>&1); then
-    grep -q 'declares the capability' <<<"$out" || fail "the pod was refused for another reason than the ips capability: $out"
+    grep -qF "$want" <<<"$out" || fail "the pod was refused, but not with [$want]: $out"
     msg="refused at admission: $out"
   else
     while [[ -z $msg ]]; do
@@ -288,7 +291,7 @@ scenario_default-route1() {
       [[ $(kc -n "$NS" get pod route-noips -o jsonpath='{.status.phase}') != Running ]] ||
         fail "route-noips is Running although its network declares no ips capability"
       msg=$(kc -n "$NS" get events --field-selector involvedObject.name=route-noips,type=Warning \
-        -o jsonpath='{range .items[*]}{.message}{"\n"}{end}' | grep -m1 '"ips".*declares the capability' || true)
+        -o jsonpath='{range .items[*]}{.message}{"\n"}{end}' | grep -m1 -F "$want" || true)
       sleep 1
     done
   fi
