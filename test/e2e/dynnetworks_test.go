@@ -1,4 +1,4 @@
-//go:build e2e && dynnetworks
+//go:build e2e
 
 package e2e
 
@@ -20,12 +20,6 @@ import (
 	"github.com/multinet/multinet/pkg/status"
 )
 
-// Build tag dynnetworks: these tests have not run on the cluster yet (the
-// cluster was not free before this file was committed); they join the
-// suite of make test when the tag is dropped after a passing run:
-// E2E_FLAGS='-tags e2e,dynnetworks -run TestDynNetworks' hack/e2e.sh
-// (docs/dynamic-networks-e2e.md).
-//
 // Issue 29 bullets 5 and 6: the hot-plug scenarios of
 // multus-dynamic-networks-controller's e2e suite, ported from
 // github.com/k8snetworkplumbingwg/multus-dynamic-networks-controller
