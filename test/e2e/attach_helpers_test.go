@@ -479,10 +479,18 @@ type podIface struct {
 // and `ip -o addr` run inside it.
 func podInterfaces(t *testing.T, ns, name string) map[string]*podIface {
 	t.Helper()
-	ctx := testContext(t, 30*time.Second)
+	out, err := readPodInterfaces(testContext(t, 30*time.Second), ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// readPodInterfaces is podInterfaces returning its error.
+func readPodInterfaces(ctx context.Context, ns, name string) (map[string]*podIface, error) {
 	links, err := kubectl(ctx, "-n", ns, "exec", name, "--", "ip", "-o", "link")
 	if err != nil {
-		t.Fatalf("ip link in %s/%s: %v: %s", ns, name, err, links)
+		return nil, fmt.Errorf("ip link in %s/%s: %w: %s", ns, name, err, links)
 	}
 	out := map[string]*podIface{}
 	for _, l := range strings.Split(links, "\n") {
@@ -504,7 +512,7 @@ func podInterfaces(t *testing.T, ns, name string) map[string]*podIface {
 	}
 	addrs, err := kubectl(ctx, "-n", ns, "exec", name, "--", "ip", "-o", "addr")
 	if err != nil {
-		t.Fatalf("ip addr in %s/%s: %v: %s", ns, name, err, addrs)
+		return nil, fmt.Errorf("ip addr in %s/%s: %w: %s", ns, name, err, addrs)
 	}
 	for _, l := range strings.Split(addrs, "\n") {
 		f := strings.Fields(l)
@@ -517,7 +525,7 @@ func podInterfaces(t *testing.T, ns, name string) map[string]*podIface {
 		}
 		i.IPs = append(i.IPs, strings.SplitN(f[3], "/", 2)[0])
 	}
-	return out
+	return out, nil
 }
 
 // podRoutes returns `ip route` (IPv4) inside the pod.

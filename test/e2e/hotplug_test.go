@@ -299,7 +299,12 @@ func TestHotPlugSurvivesDaemonKills(t *testing.T) {
 	}
 
 	// Converged once multinetd is back: network-status lists exactly the
-	// final elements.
+	// final elements and agrees with the pod's interfaces. Names alone do
+	// not tell: the network-status of a state before a kill can name the
+	// same networks (seed 1795957100643656699: the one written at op 24,
+	// "n2,n0@x0,n1@x1", and the last value "n1,n2,n0@x0"), and it stays
+	// until the restarted multinetd has converged the pod and written its
+	// own, which may be after runningDaemon returns.
 	runningDaemon(t, lastKilled)
 	want := map[string]int{}
 	explicit := map[string]string{}
@@ -327,10 +332,17 @@ func TestHotPlugSurvivesDaemonKills(t *testing.T) {
 		for _, s := range list[1:] {
 			got[s.Name]++
 		}
-		return maps.Equal(got, want), nil
+		if !maps.Equal(got, want) {
+			return false, nil
+		}
+		ifaces, err := readPodInterfaces(ctx, ns, p.Name)
+		if err != nil {
+			return false, nil
+		}
+		return statusAgreesWithPod(list, ifaces), nil
 	})
 	if err != nil {
-		t.Fatalf("network-status does not list the final selection %q: %s\nevents:\n%s\nrecords:\n%s\nmultinetd's lines about the pod:\n%s",
+		t.Fatalf("network-status does not list the final selection %q or does not agree with the pod's interfaces: %s\nevents:\n%s\nrecords:\n%s\nmultinetd's lines about the pod:\n%s",
 			networks, now.Annotations[status.Annotation], podEvents(ns, p.Name), recordsText(t, ns, p.Name), daemonLogLines(t, ns+"/"+p.Name))
 	}
 	var ifNames []string
@@ -353,6 +365,21 @@ func TestHotPlugSurvivesDaemonKills(t *testing.T) {
 	deletePod(t, ns, p.Name)
 	assertReleased(t, nets...)
 	assertNoRecords(t, ns)
+}
+
+// statusAgreesWithPod reports whether network-status list names exactly
+// the interfaces ifaces, with their MACs and IPs, the default network's
+// first: what checkStatusMatchesPod asserts.
+func statusAgreesWithPod(list []status.NetworkStatus, ifaces map[string]*podIface) bool {
+	seen := map[string]bool{}
+	for i, s := range list {
+		got, ok := ifaces[s.Interface]
+		if !ok || seen[s.Interface] || s.Default != (i == 0) || s.Mac != got.MAC || strings.Join(s.IPs, ",") != strings.Join(got.IPs, ",") {
+			return false
+		}
+		seen[s.Interface] = true
+	}
+	return len(seen) == len(ifaces)
 }
 
 // seedEnv names the variable that replays a random e2e test with the seed
