@@ -154,32 +154,48 @@ func TestDRAMultusHowTo(t *testing.T) {
 	assertNoRecords(t, ns)
 }
 
-// TestDRAMultusTwoDevicesAndGPU: two attachments of the resource take the
-// two devices of the pod's claim, in device-ID order (net1 mnr0, net2
-// mnr1); a second claim of the pod, a GPU of another driver (a test driver
-// run here, its device without the network attributes), is allocated and
-// prepared and left alone: no status is written to it.
-func TestDRAMultusTwoDevicesAndGPU(t *testing.T) {
+// TestDRAMultusTwoDevices: two attachments of the resource take the two
+// devices of the pod's claim, in device-ID order (net1 mnr0, net2 mnr1).
+func TestDRAMultusTwoDevices(t *testing.T) { draMultusTwoDevices(t, false) }
+
+// TestDRAMultusTwoDevicesAndGPU: as TestDRAMultusTwoDevices, with a second
+// claim of the pod, a GPU of another driver (a test driver run here, its
+// device without the network attributes), which is allocated and prepared
+// and left alone: no status is written to it. The test driver registers
+// with the kubelet of the node this process runs on, so it runs on node 1
+// only (internal/testskip/allowed.txt).
+func TestDRAMultusTwoDevicesAndGPU(t *testing.T) { draMultusTwoDevices(t, true) }
+
+func draMultusTwoDevices(t *testing.T, withGPU bool) {
 	requireDRA(t)
-	gpuClass := startGPUDriver(t)
+	var gpuClass string
+	if withGPU {
+		gpuClass = startGPUDriver(t)
+	}
 	macs := draMACs(t)
 	ns := newNamespace(t)
 	tn := multusDRANet(t, ns)
 	claimTemplate(t, ns, "two-netdevs", ns+"-netdev", 2)
-	claimTemplate(t, ns, "gpu", gpuClass, 1)
-	got := runPod(t, withOwnClaims(podSpec(ns, "two", "netdev-net,netdev-net"), "gpu", "gpu", "nets", "two-netdevs"))
+	claims := []string{"nets", "two-netdevs"}
+	if withGPU {
+		claimTemplate(t, ns, "gpu", gpuClass, 1)
+		claims = append([]string{"gpu", "gpu"}, claims...)
+	}
+	got := runPod(t, withOwnClaims(podSpec(ns, "two", "netdev-net,netdev-net"), claims...))
 	claim := ownClaim(t, got, "nets")
 	if devs := claimDevices(claim); !slices.Equal(devs, draDevices) {
 		t.Fatalf("claim holds %v, want %v", devs, draDevices)
 	}
 	checkClaimAttachment(t, got, claim, "mnr0", "net1", macs)
 	checkClaimAttachment(t, got, claim, "mnr1", "net2", macs)
-	gpu := ownClaim(t, got, "gpu")
-	if gpu.Status.Allocation == nil || len(gpu.Status.Allocation.Devices.Results) != 1 || gpu.Status.Allocation.Devices.Results[0].Driver != gpuDriverName {
-		t.Errorf("GPU claim allocation = %+v", gpu.Status.Allocation)
-	}
-	if len(gpu.Status.Devices) != 0 {
-		t.Errorf("GPU claim got a device status: %+v", gpu.Status.Devices)
+	if withGPU {
+		gpu := ownClaim(t, got, "gpu")
+		if gpu.Status.Allocation == nil || len(gpu.Status.Allocation.Devices.Results) != 1 || gpu.Status.Allocation.Devices.Results[0].Driver != gpuDriverName {
+			t.Errorf("GPU claim allocation = %+v", gpu.Status.Allocation)
+		}
+		if len(gpu.Status.Devices) != 0 {
+			t.Errorf("GPU claim got a device status: %+v", gpu.Status.Devices)
+		}
 	}
 	deletePod(t, ns, got.Name)
 	waitDevicesHome(t, macs)
