@@ -370,21 +370,7 @@ func TestAddDefaultRoute(t *testing.T) {
 			pod := e.podWithNetworks(fmt.Sprintf(`[{"name":"net-b"},{"name":"net-a","default-route":%s}]`, list))
 			e.add("ctr-"+cnitest.UniqueName(""), pod)
 
-			h := cnitest.Handle(t, e.netns)
-			routes, err := h.RouteList(nil, netlink.FAMILY_V4)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var defaults []string
-			for _, r := range routes {
-				if isDefault(r.Dst) {
-					l, err := h.LinkByIndex(r.LinkIndex)
-					if err != nil {
-						t.Fatal(err)
-					}
-					defaults = append(defaults, r.Gw.String()+" dev "+l.Attrs().Name)
-				}
-			}
+			defaults := e.defaultRoutes()
 			if want := []string{prefix + ".1 dev net2"}; !slices.Equal(defaults, want) {
 				t.Errorf("default routes in the pod = %q, want %q", defaults, want)
 			}

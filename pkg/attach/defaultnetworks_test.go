@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/containernetworking/cni/pkg/types"
-	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
@@ -271,21 +270,7 @@ func TestAddDefaultNetworksDefaultRoute(t *testing.T) {
 	pod := e.podWithNetworks(fmt.Sprintf(`[{"name":"net-a","default-route":["%s.1"]}]`, prefix))
 	e.add("ctr-"+cnitest.UniqueName(""), pod)
 
-	h := cnitest.Handle(t, e.netns)
-	routes, err := h.RouteList(nil, netlink.FAMILY_V4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var defaults []string
-	for _, r := range routes {
-		if isDefault(r.Dst) {
-			l, err := h.LinkByIndex(r.LinkIndex)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defaults = append(defaults, r.Gw.String()+" dev "+l.Attrs().Name)
-		}
-	}
+	defaults := e.defaultRoutes()
 	if want := []string{prefix + ".1 dev net3"}; !slices.Equal(defaults, want) {
 		t.Errorf("default routes in the pod = %q, want %q", defaults, want)
 	}

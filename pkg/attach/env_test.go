@@ -16,6 +16,7 @@ import (
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/version"
 	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -472,4 +473,26 @@ func (e *env) networkStatus(pod *corev1.Pod) []status.NetworkStatus {
 		e.t.Fatalf("network-status %s: %v", c.Value, err)
 	}
 	return list
+}
+
+// defaultRoutes returns the pod's IPv4 default routes as "<gateway> dev
+// <interface>", in the kernel's order.
+func (e *env) defaultRoutes() []string {
+	e.t.Helper()
+	h := cnitest.Handle(e.t, e.netns)
+	routes, err := h.RouteList(nil, netlink.FAMILY_V4)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var defaults []string
+	for _, r := range routes {
+		if isDefault(r.Dst) {
+			l, err := h.LinkByIndex(r.LinkIndex)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			defaults = append(defaults, r.Gw.String()+" dev "+l.Attrs().Name)
+		}
+	}
+	return defaults
 }

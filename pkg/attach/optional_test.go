@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/multinet/multinet/internal/cnitest"
 	"github.com/multinet/multinet/pkg/kube"
 	"github.com/multinet/multinet/pkg/status"
@@ -173,21 +171,7 @@ func TestAddEmptyDefaultRouteWithoutGateway(t *testing.T) {
 	e.add("ctr-"+cnitest.UniqueName(""), pod)
 
 	e.wantLinks("eth0", "net1")
-	h := cnitest.Handle(t, e.netns)
-	routes, err := h.RouteList(nil, netlink.FAMILY_V4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var defaults []string
-	for _, r := range routes {
-		if isDefault(r.Dst) {
-			l, err := h.LinkByIndex(r.LinkIndex)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defaults = append(defaults, r.Gw.String()+" dev "+l.Attrs().Name)
-		}
-	}
+	defaults := e.defaultRoutes()
 	if want := []string{"10.200.1.1 dev eth0"}; !slices.Equal(defaults, want) {
 		t.Errorf("default routes in the pod = %q, want the default network's %q", defaults, want)
 	}

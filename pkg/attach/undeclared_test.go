@@ -197,21 +197,7 @@ func TestUndeclaredCapabilitiesPeerNADs(t *testing.T) {
 	if got := d.addrs("net1"); !slices.Equal(got, []string{"10.1.1.21/24"}) {
 		t.Errorf("default-route-worker1 net1 addresses %q, want 10.1.1.21/24", got)
 	}
-	h := cnitest.Handle(t, d.netns)
-	routes, err := h.RouteList(nil, netlink.FAMILY_V4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var defaults []string
-	for _, r := range routes {
-		if isDefault(r.Dst) {
-			l, err := h.LinkByIndex(r.LinkIndex)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defaults = append(defaults, r.Gw.String()+" dev "+l.Attrs().Name)
-		}
-	}
+	defaults := d.defaultRoutes()
 	if want := []string{"10.1.1.254 dev net1"}; !slices.Equal(defaults, want) {
 		t.Errorf("default routes of default-route-worker1 %q, want %q", defaults, want)
 	}
