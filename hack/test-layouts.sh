@@ -3,7 +3,9 @@
 # docs/local-cluster.md "Node layouts"): one 3-node cluster (NODES=3, its
 # default NODE_LAYOUTS "plain k3s nixos"), the single-node tests once on
 # each node (E2E_NODE: the host, multinet-node2, multinet-node3), then the
-# TestMultiNode* tests once, then cluster-down (even on failure). Exits 1
+# TestMultiNode* tests once, then cluster-down (even on failure). After the
+# go tests on each node, Multus's e2e scenarios (hack/multus-e2e.sh) run on
+# that node too (E2E_MULTUS=0 leaves them out). Exits 1
 # when any run failed, after all ran; lists which.
 #
 # make test runs the single-node tests on one node only (multinet-node2, the
@@ -50,6 +52,10 @@ for k in 1 2 3; do
   # shellcheck disable=SC2086
   E2E_NODE=$node go test -tags e2e -count=1 -timeout 40m -v -skip '^TestMultiNode' ${E2E_FLAGS:-} ./test/e2e/... ||
     failed+=("single-node tests on $node ($(node_layout "$k"))")
+  if [[ ${E2E_MULTUS:-1} == 1 ]]; then
+    MULTUS_E2E_NODE=$node hack/multus-e2e.sh ||
+      failed+=("Multus's e2e scenarios on $node ($(node_layout "$k"))")
+  fi
   log "done on $node in $((SECONDS - t))s"
 done
 log "the multi-node tests (TestMultiNode*)"
