@@ -217,6 +217,12 @@ func TestMultinetdDaemonSet(t *testing.T) {
 		if err != nil {
 			t.Fatalf("multinetd.yaml does not load: %v", err)
 		}
+		// cniConfDir unset (overlays/local): each node's runtime's, asked
+		// at start, reached at its own path or through nodeRoot.
+		confFromRuntime := cfg.CNIConfDir == ""
+		if confFromRuntime && (cfg.RuntimeEndpoint == "" || dir != "overlays/local") {
+			t.Errorf("cniConfDir unset with runtimeEndpoint %q: only the local overlay takes it from the runtime", cfg.RuntimeEndpoint)
+		}
 		t.Setenv("NODE_NAME", "node-a")
 		if err := cfg.Complete(); err != nil {
 			t.Fatalf("multinetd.yaml is not a valid configuration: %v", err)
@@ -225,10 +231,14 @@ func TestMultinetdDaemonSet(t *testing.T) {
 		if !strings.HasPrefix(cfg.MetricsAddress, "127.0.0.1:9390") {
 			t.Errorf("metricsAddress %q, want 127.0.0.1:9390 (probed by the kubelet)", cfg.MetricsAddress)
 		}
-		for what, p := range map[string]string{
+		mustMount := map[string]string{
 			"socketPath dir": filepath.Dir(cfg.SocketPath), "cniConfDir": cfg.CNIConfDir, "stateDir": cfg.StateDir,
 			"devInfoRoot": cfg.DevInfoRoot, "podResourcesSocket dir": filepath.Dir(cfg.PodResourcesSocket),
-		} {
+		}
+		if confFromRuntime {
+			delete(mustMount, "cniConfDir")
+		}
+		for what, p := range mustMount {
 			m, ok := mounts[p]
 			if !ok {
 				t.Errorf("%s %s is not a mount of the container", what, p)
@@ -287,7 +297,7 @@ func TestMultinetdDaemonSet(t *testing.T) {
 		if len(cfg.CNIBinDirs) == 0 && (cfg.RuntimeEndpoint == "" || dir != "overlays/local") {
 			t.Errorf("cniBinDirs unset with runtimeEndpoint %q: only the local overlay takes them from the runtime", cfg.RuntimeEndpoint)
 		}
-		if argValue(install.Args, "--cni-conf-dir") != cfg.CNIConfDir {
+		if !confFromRuntime && argValue(install.Args, "--cni-conf-dir") != cfg.CNIConfDir {
 			t.Errorf("installer --cni-conf-dir %q, daemon cniConfDir %q", argValue(install.Args, "--cni-conf-dir"), cfg.CNIConfDir)
 		}
 	})

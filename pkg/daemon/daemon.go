@@ -264,13 +264,17 @@ func Run(ctx context.Context, cfg Config) error {
 		runReaper(runCtx, cfg, engine, m)
 	}()
 
+	// cniConfDir and the default network's dirs are node paths, read
+	// through nodeRoot; written and watched where the daemon sees them.
+	confView, _ := ViewPath(cfg.NodeRoot, cfg.CNIConfDir)
+	defaultView, _ := ViewPath(cfg.NodeRoot, cfg.DefaultNetwork.ConfDir)
 	cf := &confFile{
-		path:           filepath.Join(cfg.CNIConfDir, cfg.ConfFileName),
+		path:           filepath.Join(confView, cfg.ConfFileName),
 		socketPath:     cfg.SocketPath,
 		shimTimeout:    cfg.ShimTimeout.Duration,
 		defaultNetwork: defaultNetwork,
 		ready:          ready,
-		watchDirs:      uniqueDirs(cfg.CNIConfDir, cfg.DefaultNetwork.ConfDir, fileDir(cfg.DefaultNetwork.File)),
+		watchDirs:      uniqueDirs(confView, defaultView, fileDir(cfg.DefaultNetwork.File)),
 		trigger:        trigger,
 	}
 	confCtx, stopConf := context.WithCancel(runCtx)

@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/multinet/multinet/pkg/criruntime"
+	"github.com/multinet/multinet/pkg/nodeexec"
 )
 
 // DefaultCNIConfDir is cniConfDir when neither the configuration nor the
@@ -45,6 +46,38 @@ type RuntimeCNI struct {
 	Err error
 	// Warning is a problem with a value taken from the runtime.
 	Warning string
+	// ConfDirView is where multinetd writes and watches ConfDir when that
+	// is not ConfDir itself (ViewPath); "" when it is.
+	ConfDirView string
+}
+
+// ViewPath returns where multinetd writes and watches the node directory
+// p: p itself when p is "", when nodeRoot is "/" (a host process) or p exists in the
+// daemon's own view (a container mounting it at the same path, as the
+// DaemonSet does); otherwise p under nodeRoot, every symlink in it
+// resolved inside the node's root as the node resolves it
+// (nodeexec.Resolve), when that is a directory. The error says why neither
+// is usable (a *nodeexec.ResolveError for a link leaving the root or a
+// loop).
+func ViewPath(nodeRoot, p string) (string, error) {
+	if p == "" || filepath.Clean("/"+nodeRoot) == "/" {
+		return p, nil
+	}
+	if _, err := os.Stat(p); err == nil {
+		return p, nil
+	}
+	v, err := nodeexec.Resolve(nodeRoot, p)
+	if err != nil {
+		return p, err
+	}
+	fi, err := os.Stat(v)
+	if err != nil {
+		return p, err
+	}
+	if !fi.IsDir() {
+		return p, fmt.Errorf("%s: not a directory", v)
+	}
+	return v, nil
 }
 
 // DiscoverFunc asks the CRI runtime at endpoint for its CNI settings
@@ -79,12 +112,13 @@ func (c *Config) ResolveRuntimeCNI(ctx context.Context, discover DiscoverFunc) R
 	if needConf {
 		if d := r.Runtime.CNI.ConfDir; runtimeSource != "" && d != "" {
 			c.CNIConfDir, r.ConfDirSource = d, runtimeSource
-			// A node path; the daemon writes and watches it at the same
-			// path in its own view.
-			if filepath.Clean(c.NodeRoot) != "/" {
-				if _, err := os.Stat(d); err != nil {
-					r.Warning = fmt.Sprintf("the runtime's CNI conf dir %s is not at that path in multinetd's view (%v): mount the node's %s there, or set cniConfDir", d, err, d)
-				}
+			// A node path, read through nodeRoot (netconf.ConfDir); the
+			// daemon writes and watches it at its path in its own view.
+			v, err := ViewPath(c.NodeRoot, d)
+			if err != nil {
+				r.Warning = fmt.Sprintf("the runtime's CNI conf dir %s is neither at that path in multinetd's view nor under nodeRoot %s (%v): mount the node's %s there, or set cniConfDir", d, c.NodeRoot, err, d)
+			} else if v != d {
+				r.ConfDirView = v
 			}
 		} else {
 			c.CNIConfDir, r.ConfDirSource = DefaultCNIConfDir, SourceDefault
@@ -109,8 +143,12 @@ func (r RuntimeCNI) Log(log klog.Logger) {
 	if len(r.BinDirs) == 0 {
 		bin = "the CNI_PATH of each request"
 	}
-	log.Info("CNI dirs", "cniConfDir", r.ConfDir, "cniConfDirSource", r.ConfDirSource,
-		"cniBinDirs", bin, "cniBinDirsSource", r.BinDirsSource)
+	kv := []any{"cniConfDir", r.ConfDir, "cniConfDirSource", r.ConfDirSource,
+		"cniBinDirs", bin, "cniBinDirsSource", r.BinDirsSource}
+	if r.ConfDirView != "" {
+		kv = append(kv, "cniConfDirView", r.ConfDirView)
+	}
+	log.Info("CNI dirs", kv...)
 	fellBack := r.ConfDirSource == SourceDefault || r.BinDirsSource == SourceDefault
 	switch {
 	case r.Err != nil && fellBack:

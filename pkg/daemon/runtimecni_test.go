@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -119,12 +120,12 @@ func TestResolveRuntimeCNI(t *testing.T) {
 }
 
 // TestResolveRuntimeCNIWarnsOfConfDirNotInView: in a container (nodeRoot
-// not "/"), a conf dir from the runtime that is not mounted at the same
-// path is used, with a warning naming the fix.
+// not "/"), a conf dir from the runtime that is neither mounted at the same
+// path nor under nodeRoot is used, with a warning naming the fix.
 func TestResolveRuntimeCNIWarnsOfConfDirNotInView(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "not-mounted", "net.d") // a path no host has
 	c := Defaults()
-	c.NodeRoot, c.RuntimeEndpoint = "/host", testEndpoint
+	c.NodeRoot, c.RuntimeEndpoint = t.TempDir(), testEndpoint
 	r := c.ResolveRuntimeCNI(context.Background(), func(context.Context, string) (criruntime.Runtime, error) {
 		return criruntime.Runtime{Name: "containerd", Version: "v2.4.2", CNI: criruntime.CNI{ConfDir: missing}}, nil
 	})
@@ -133,6 +134,58 @@ func TestResolveRuntimeCNIWarnsOfConfDirNotInView(t *testing.T) {
 	}
 	if out := logged(r); !strings.Contains(out, "WARNING: the runtime's CNI conf dir") {
 		t.Errorf("log:\n%s", out)
+	}
+}
+
+// TestResolveRuntimeCNIConfDirThroughNodeRoot: in a container, the
+// runtime's conf dir that is not mounted at its own path stays cniConfDir
+// (a node path, read through nodeRoot) and is written and watched through
+// nodeRoot (ViewPath), its symlinks resolved inside the node's root as the
+// node resolves them (k3s: an absolute link to a versioned dir); the log
+// says where. A link that leaves the root is not followed out of it.
+func TestResolveRuntimeCNIConfDirThroughNodeRoot(t *testing.T) {
+	root := t.TempDir()
+	// k3s's layout under a top dir no host has (the k3s node of the
+	// local cluster may have made /var/lib/rancher/k3s on this one).
+	top := "/" + filepath.Base(root) + "-rancher"
+	real := filepath.Join(root, top, "k3s/agent-v2/etc/cni/net.d")
+	if err := os.MkdirAll(real, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// agent -> <top>/k3s/agent-v2: absolute, a node path.
+	if err := os.Symlink(top+"/k3s/agent-v2", filepath.Join(root, top, "k3s/agent")); err != nil {
+		t.Fatal(err)
+	}
+	// escape -> /../../..: climbs above the node's root.
+	if err := os.Symlink("/../../..", filepath.Join(root, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, nodeConfDir, wantView, wantWarning string
+	}{
+		{name: "absolute symlink", nodeConfDir: top + "/k3s/agent/etc/cni/net.d", wantView: real},
+		{name: "leaves the root", nodeConfDir: "/escape" + real, wantWarning: `".." above the node's root`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Defaults()
+			c.NodeRoot, c.RuntimeEndpoint = root, testEndpoint
+			r := c.ResolveRuntimeCNI(context.Background(), func(context.Context, string) (criruntime.Runtime, error) {
+				return criruntime.Runtime{Name: "containerd", Version: "v2.4.2", CNI: criruntime.CNI{ConfDir: tt.nodeConfDir}}, nil
+			})
+			if c.CNIConfDir != tt.nodeConfDir || r.ConfDirView != tt.wantView {
+				t.Errorf("cniConfDir %q, view %q; want %q, %q", c.CNIConfDir, r.ConfDirView, tt.nodeConfDir, tt.wantView)
+			}
+			if v, err := ViewPath(root, tt.nodeConfDir); tt.wantView != "" && (err != nil || v != tt.wantView) {
+				t.Errorf("ViewPath: %q, %v; want %q", v, err, tt.wantView)
+			}
+			if tt.wantWarning == "" {
+				if out := logged(r); r.Warning != "" || !strings.Contains(out, `cniConfDirView="`+real+`"`) {
+					t.Errorf("warning %q, log:\n%s\nwant cniConfDirView %s, no warning", r.Warning, out, real)
+				}
+			} else if !strings.Contains(r.Warning, tt.wantWarning) {
+				t.Errorf("warning %q, want it to contain %q", r.Warning, tt.wantWarning)
+			}
+		})
 	}
 }
 

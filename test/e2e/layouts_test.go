@@ -40,9 +40,9 @@ func runtimeBinDir(t *testing.T, layout string) string {
 // an absolute link to a release dir, its reference plugins relative links
 // to the multi-call cni, containerd configured with k3s's dirs; NixOS's
 // plugins absolute links into the store; plain's regular files. And the
-// node's multinetd took the bin dir from containerd (cniBinDirs is unset in
-// deploy/overlays/local): every start of it logged that dir, from the
-// runtime.
+// node's multinetd took the bin and conf dirs from containerd (cniBinDirs
+// and cniConfDir are unset in deploy/overlays/local): its last start logged
+// those dirs, from the runtime.
 func checkLayout(t *testing.T, n clusterNode, layout string) {
 	t.Helper()
 	bin := runtimeBinDir(t, layout)
@@ -107,6 +107,20 @@ func checkLayout(t *testing.T, n clusterNode, layout string) {
 		t.Errorf("node %s: no multinetd log (%d files under %s) says which CNI dirs it uses", n.Name, len(files), n.podLogsDir(t))
 	case !strings.Contains(newest, `"`+bin+`"`) || !strings.Contains(newest, `cniBinDirsSource="runtime containerd`):
 		t.Errorf("node %s: multinetd's CNI bin dirs are not its containerd's %s: %s", n.Name, bin, newest)
+	}
+	// The conf dir too (cniConfDir is unset in deploy/overlays/local): the
+	// cluster's, mounted at its own path, on a plain or NixOS node; k3s's,
+	// which multinetd's container does not mount, on a k3s node, written
+	// and watched through nodeRoot (cniConfDirView).
+	wantConf, wantView := testCluster.mustEnv(t, "CNI_CONF_DIR"), ""
+	if layout == "k3s" {
+		wantConf = testCluster.mustEnv(t, "K3S_CNI_CONF_DIR")
+		wantView = "/host" + wantConf
+	}
+	gotView := strings.Contains(newest, "cniConfDirView=")
+	if newest != "" && (!strings.Contains(newest, `cniConfDir="`+wantConf+`"`) || !strings.Contains(newest, `cniConfDirSource="runtime containerd `) ||
+		gotView != (wantView != "") || wantView != "" && !strings.Contains(newest, `cniConfDirView="`+wantView+`"`)) {
+		t.Errorf("node %s (%s): multinetd's CNI conf dir is not its containerd's %s (seen through %q): %s", n.Name, layout, wantConf, wantView, newest)
 	}
 }
 
