@@ -105,8 +105,14 @@ type Options struct {
 	// (queueing + handling). A client that announces a shorter timeout
 	// (api.Request.TimeoutMillis) shortens it, leaving a margin to answer.
 	RequestTimeout time.Duration
-	// Observer, if set, is told about every request (metrics).
+	// Observer, if set, is told about every request (metrics); one that
+	// also implements PeerObserver is told about refused peers.
 	Observer Observer
+	// PeerUIDs are the user ids of the processes served, checked on each
+	// connection with SO_PEERCRED; empty: DefaultPeerUIDs (root only).
+	// Any other peer gets a CNI error (code 999) naming its uid and is
+	// logged; its request never reaches the Handler.
+	PeerUIDs []uint32
 }
 
 // ErrServerClosed is returned by Serve after Shutdown.
@@ -154,6 +160,9 @@ func New(h Handler, opts Options) *Server {
 	}
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = DefaultRequestTimeout
+	}
+	if len(opts.PeerUIDs) == 0 {
+		opts.PeerUIDs = DefaultPeerUIDs
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{
@@ -309,7 +318,14 @@ func (s *Server) serveConn(conn net.Conn) {
 	accepted := time.Now()
 	_ = conn.SetReadDeadline(accepted.Add(s.opts.ReadTimeout))
 	cr := &countingReader{r: conn}
+	peerErr := checkPeer(conn, s.opts.PeerUIDs)
 	req, err := api.ReadRequest(cr)
+	if peerErr != nil {
+		// The request is read (bounded by ReadTimeout) only so that the
+		// client, which writes it before reading, gets the refusal.
+		s.refusePeer(conn, peerErr)
+		return
+	}
 	if err != nil {
 		if cr.n == 0 && errors.Is(err, io.EOF) {
 			return // connected and left (e.g. a liveness probe)
@@ -348,6 +364,17 @@ func (s *Server) serveConn(conn net.Conn) {
 	resp, queued, ran := s.run(ctx, req, read)
 	frame, resp := encode(resp)
 	s.observeDone(req.Command, read.Sub(accepted), queued, ran, resp.Error)
+	s.write(conn, frame)
+}
+
+// refusePeer answers a connection whose peer is not served: a CNI error
+// naming the peer's uid, a log line and the Observer's OnPeerRefused.
+func (s *Server) refusePeer(conn net.Conn, err error) {
+	klog.ErrorS(err, "Refusing CNI connection: peer not allowed", "socket", conn.LocalAddr().String())
+	if po, ok := s.opts.Observer.(PeerObserver); ok {
+		po.OnPeerRefused(peerUID(err))
+	}
+	frame, _ := encode(api.ErrorResponse(types.ErrInternal, "multinetd: connection refused", err.Error()))
 	s.write(conn, frame)
 }
 

@@ -156,7 +156,9 @@ func TestListenPermissions(t *testing.T) {
 	}
 }
 
-func TestListenExistingDirLeftAlone(t *testing.T) {
+// An existing socket directory (the kubelet creates the hostPath 0755) is
+// made 0700: the server owns it. A shared system directory is refused.
+func TestListenMakesExistingDir0700(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -166,9 +168,17 @@ func TestListenExistingDirLeftAlone(t *testing.T) {
 		t.Fatalf("Listen: %v", err)
 	}
 	defer l.Close()
-	fi, _ := os.Stat(dir)
-	if fi.Mode().Perm() != 0o755 {
-		t.Errorf("existing directory mode changed to %s", fi.Mode().Perm())
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		t.Errorf("socket directory mode %s, want 0700", fi.Mode().Perm())
+	}
+	for _, shared := range []string{"/run/s.sock", "/tmp/s.sock", "/var/run/s.sock"} {
+		if _, err := Listen(shared); err == nil || !strings.Contains(err.Error(), "shared with other programs") {
+			t.Errorf("Listen(%s): %v, want a refusal of the shared directory", shared, err)
+		}
 	}
 }
 

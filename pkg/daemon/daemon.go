@@ -129,6 +129,9 @@ func Run(ctx context.Context, cfg Config) error {
 		devices = pr
 	}
 
+	if err := exportIPAMSocket(cfg); err != nil {
+		return err
+	}
 	delegates, launcher, err := delegateExec(cfg)
 	if err != nil {
 		return err

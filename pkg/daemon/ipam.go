@@ -3,10 +3,13 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
+	"github.com/multinet/multinet/pkg/cniserver"
+	"github.com/multinet/multinet/pkg/cniserver/api"
 	"github.com/multinet/multinet/pkg/ipamd"
 )
 
@@ -30,9 +33,26 @@ func startIPAM(ctx context.Context, cfg Config, restConfig *rest.Config, pods ip
 		Pods:              pods,
 		ReconcileInterval: every,
 		Registerer:        m.registry,
+		Server:            cniserver.Options{Observer: ipamPeers{m}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ipamSocketPath: %w", err)
 	}
 	return svc, nil
+}
+
+// exportIPAMSocket puts cfg.IPAMSocketPath in multinetd's environment as
+// api.IPAMSocketEnv, before any delegate runs: every delegate multinetd
+// runs, and so the multinet-ipam it runs, inherits it (libcni starts
+// plugins with the caller's environment). The socket is node
+// configuration: a NAD's ipam.socketPath is refused
+// (docs/decisions/sockets.md). Nothing is set when multinet-ipam is off.
+func exportIPAMSocket(cfg Config) error {
+	if cfg.IPAMSocketPath == IPAMOff {
+		return nil
+	}
+	if err := os.Setenv(api.IPAMSocketEnv, cfg.IPAMSocketPath); err != nil {
+		return fmt.Errorf("ipamSocketPath: setting %s: %w", api.IPAMSocketEnv, err)
+	}
+	return nil
 }

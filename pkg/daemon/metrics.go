@@ -35,6 +35,7 @@ type metrics struct {
 	hotPlugs   *prometheus.CounterVec   // result
 	hotPlugDur *prometheus.HistogramVec // result
 	recSynced  *prometheus.CounterVec   // result
+	peerRef    *prometheus.CounterVec   // socket
 }
 
 // latencyBuckets span 1 ms to about 65 s, in seconds.
@@ -113,10 +114,17 @@ func newMetrics() *metrics {
 			Namespace: "multinet", Name: "records_synced_total",
 			Help: "Attachment records made durable by the background group commit (recordSync: background), by result (ok; error: an fsync failed, the record may not survive a power loss).",
 		}, []string{"result"}),
+		peerRef: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "multinet", Name: "socket_peer_refused_total",
+			Help: "Connections refused because the connecting process is not root on the node (SO_PEERCRED), by socket (cni: the shim's, ipam: multinet-ipam's).",
+		}, []string{"socket"}),
 	}
 	m.registry.MustRegister(m.opDuration, m.opTotal, m.queued, m.read, m.inFlight, m.delegate, m.delegateEr, m.nadLive, m.nadSync,
-		m.stPending, m.stRetries, m.corrupt, m.reaped, m.hotPlugs, m.hotPlugDur, m.recSynced,
+		m.stPending, m.stRetries, m.corrupt, m.reaped, m.hotPlugs, m.hotPlugDur, m.recSynced, m.peerRef,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, s := range []string{SocketCNI, SocketIPAM} {
+		m.peerRef.WithLabelValues(s)
+	}
 	for _, r := range []string{nadlookup.LiveFound, nadlookup.LiveNotFound, nadlookup.LiveError} {
 		m.nadLive.WithLabelValues(r)
 	}
@@ -168,6 +176,23 @@ func (m *metrics) CorruptRecord(operation, outcome string) {
 
 // OnStart implements cniserver.Observer.
 func (m *metrics) OnStart(string) { m.inFlight.Inc() }
+
+// OnPeerRefused implements cniserver.PeerObserver for the shim's socket.
+func (m *metrics) OnPeerRefused(uint32) { m.peerRef.WithLabelValues(SocketCNI).Inc() }
+
+// Values of socket_peer_refused_total's socket label.
+const (
+	SocketCNI  = "cni"
+	SocketIPAM = "ipam"
+)
+
+// ipamPeers is the Observer of multinet-ipam's socket: it counts refused
+// peers only (pkg/ipamd has metrics of its own for the operations).
+type ipamPeers struct{ m *metrics }
+
+func (ipamPeers) OnStart(string)                                                           {}
+func (ipamPeers) OnDone(string, time.Duration, time.Duration, time.Duration, *types.Error) {}
+func (p ipamPeers) OnPeerRefused(uint32)                                                   { p.m.peerRef.WithLabelValues(SocketIPAM).Inc() }
 
 // OnDone implements cniserver.Observer.
 func (m *metrics) OnDone(command string, read, queued, ran time.Duration, err *types.Error) {

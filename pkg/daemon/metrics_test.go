@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/multinet/multinet/pkg/cniserver/api"
 )
 
 // metricValue returns the value of the counter or gauge name with labels
@@ -72,6 +75,9 @@ func TestMetricsObserver(t *testing.T) {
 	m.DelegateDone("CHECK", "macvlan", time.Millisecond, errors.New("exec: not found"))
 	m.CorruptRecord("DEL", "incomplete")
 	m.CorruptRecord("GC", "recovered")
+	m.OnPeerRefused(65534)
+	ipamPeers{m}.OnPeerRefused(1000)
+	ipamPeers{m}.OnPeerRefused(1000)
 
 	tests := []struct {
 		name   string
@@ -92,6 +98,8 @@ func TestMetricsObserver(t *testing.T) {
 		{"multinet_delegate_errors_total", map[string]string{"command": "CHECK", "plugin": "macvlan", "code": "999"}, 1},
 		{"multinet_corrupt_records_total", map[string]string{"operation": "DEL", "outcome": "incomplete"}, 1},
 		{"multinet_corrupt_records_total", map[string]string{"operation": "GC", "outcome": "recovered"}, 1},
+		{"multinet_socket_peer_refused_total", map[string]string{"socket": "cni"}, 1},
+		{"multinet_socket_peer_refused_total", map[string]string{"socket": "ipam"}, 2},
 	}
 	for _, tt := range tests {
 		v, ok := metricValue(t, m, tt.name, tt.labels)
@@ -156,5 +164,17 @@ func TestServeHTTP(t *testing.T) {
 	}
 	if _, err := serveHTTP(context.Background(), addr, m, nil); err == nil {
 		t.Error("serveHTTP on a bound address succeeded")
+	}
+}
+
+// multinetd hands its ipamSocketPath to the delegates it runs (and so to
+// multinet-ipam) in its environment; with multinet-ipam off nothing is set.
+func TestExportIPAMSocket(t *testing.T) {
+	t.Setenv(api.IPAMSocketEnv, "")
+	if err := exportIPAMSocket(Config{IPAMSocketPath: IPAMOff}); err != nil || os.Getenv(api.IPAMSocketEnv) != "" {
+		t.Errorf("off: %v, %s=%q", err, api.IPAMSocketEnv, os.Getenv(api.IPAMSocketEnv))
+	}
+	if err := exportIPAMSocket(Config{IPAMSocketPath: "/run/x/ipam.sock"}); err != nil || os.Getenv(api.IPAMSocketEnv) != "/run/x/ipam.sock" {
+		t.Errorf("set: %v, %s=%q", err, api.IPAMSocketEnv, os.Getenv(api.IPAMSocketEnv))
 	}
 }

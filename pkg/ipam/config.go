@@ -13,6 +13,12 @@ import (
 // PluginType is the IPAM "type" of multinet-ipam.
 const PluginType = "multinet-ipam"
 
+// SocketPathRefused is why "ipam.socketPath" is refused: a
+// NetworkAttachmentDefinition's author must not choose which of the node's
+// sockets a delegate's request reaches (multinetd's own CNI socket, the
+// runtime's).
+const SocketPathRefused = "not accepted from a network configuration: multinet-ipam's socket is node configuration (multinetd's ipamSocketPath, handed to the plugin in MULTINET_IPAM_SOCKET); remove the key"
+
 // MaxPoolLength bounds a pool name (IPAllocation spec.pool).
 const MaxPoolLength = 253
 
@@ -37,7 +43,8 @@ type NetConf struct {
 //
 // "ranges" is a list of range sets (as host-local's): one address is
 // allocated from each set; the ranges of one set share an address family.
-// SocketPath and Timeout are read by the plugin binary (cmd/multinet-ipam).
+// Timeout is read by the plugin binary (cmd/multinet-ipam); SocketPath is
+// refused by both.
 type IPAMConf struct {
 	Type string `json:"type"`
 	// Pool names the address space; default: the network's "name". Networks
@@ -47,8 +54,9 @@ type IPAMConf struct {
 	Exclude []string       `json:"exclude,omitempty"`
 	Routes  []*types.Route `json:"routes,omitempty"`
 	DNS     types.DNS      `json:"dns,omitempty"`
-	// SocketPath is multinetd's IPAM socket (plugin side).
-	SocketPath string `json:"socketPath,omitempty"`
+	// SocketPath is refused (Config): the socket is node configuration
+	// (multinetd's ipamSocketPath), never a network's.
+	SocketPath *string `json:"socketPath,omitempty"`
 	// Timeout is how long the plugin waits for multinetd, a Go duration.
 	Timeout string `json:"timeout,omitempty"`
 
@@ -152,9 +160,13 @@ func ParseNetConf(stdin []byte) (*NetConf, error) {
 // range sets, an empty range set, a range that is not inside its subnet or
 // ends before it starts, a gateway outside the subnet, a range set mixing
 // address families, overlapping ranges, a malformed exclude prefix,
-// whereabouts' range keys (range, range_start, range_end, ipRanges).
+// whereabouts' range keys (range, range_start, range_end, ipRanges), a
+// "socketPath" (SocketPathRefused).
 func (nc *NetConf) Config() (*Config, error) {
 	ic := nc.IPAM
+	if ic.SocketPath != nil {
+		return nil, &ConfigError{Field: "ipam.socketPath", Msg: SocketPathRefused}
+	}
 	c := &Config{Network: nc.Name, Pool: ic.Pool, Routes: ic.Routes, DNS: ic.DNS}
 	if c.Pool == "" {
 		c.Pool = nc.Name

@@ -223,3 +223,20 @@ func TestConfigWhereaboutsKeys(t *testing.T) {
 		})
 	}
 }
+
+// A network configuration may not name multinet-ipam's socket: the key is
+// refused, naming it, whatever its value (multinetd's CNI socket, or even
+// the right one).
+func TestConfigSocketPathRefused(t *testing.T) {
+	for _, p := range []string{"/run/multinet/multinetd.sock", "/run/multinet/ipam.sock", ""} {
+		nc, err := ParseNetConf([]byte(`{"name":"n","ipam":{"type":"multinet-ipam","socketPath":"` + p + `","ranges":[[{"subnet":"10.1.0.0/24"}]]}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = nc.Config()
+		var ce *ConfigError
+		if !errors.As(err, &ce) || ce.Field != "ipam.socketPath" || !strings.Contains(ce.Msg, "node configuration") {
+			t.Errorf("socketPath %q: %v, want a ConfigError naming ipam.socketPath", p, err)
+		}
+	}
+}

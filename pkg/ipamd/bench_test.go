@@ -73,10 +73,10 @@ func BenchmarkPluginAdd(b *testing.B) {
 	stubSocket := serveStub(b)
 
 	dataDir := b.TempDir()
-	for _, tc := range []struct{ name, plugin, dir, ipam string }{
-		{"multinet-ipam", "multinet-ipam", pluginDirB(b), fmt.Sprintf(`{"type":"multinet-ipam","socketPath":%q,"ranges":[[{"subnet":"10.70.0.0/16"}]]}`, socket)},
-		{"socket-only", "multinet-ipam", pluginDirB(b), fmt.Sprintf(`{"type":"multinet-ipam","socketPath":%q,"ranges":[[{"subnet":"10.72.0.0/16"}]]}`, stubSocket)},
-		{"host-local", "host-local", filepath.Dir(hostLocal()), fmt.Sprintf(`{"type":"host-local","dataDir":%q,"ranges":[[{"subnet":"10.71.0.0/16"}]]}`, dataDir)},
+	for _, tc := range []struct{ name, plugin, dir, socket, ipam string }{
+		{"multinet-ipam", "multinet-ipam", pluginDirB(b), socket, `{"type":"multinet-ipam","ranges":[[{"subnet":"10.70.0.0/16"}]]}`},
+		{"socket-only", "multinet-ipam", pluginDirB(b), stubSocket, `{"type":"multinet-ipam","ranges":[[{"subnet":"10.72.0.0/16"}]]}`},
+		{"host-local", "host-local", filepath.Dir(hostLocal()), "", fmt.Sprintf(`{"type":"host-local","dataDir":%q,"ranges":[[{"subnet":"10.71.0.0/16"}]]}`, dataDir)},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			if _, err := os.Stat(filepath.Join(tc.dir, tc.plugin)); err != nil {
@@ -87,7 +87,7 @@ func BenchmarkPluginAdd(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			cni := libcni.NewCNIConfigWithCacheDir([]string{tc.dir}, b.TempDir(), nil)
+			cni := libcni.NewCNIConfigWithCacheDir([]string{tc.dir}, b.TempDir(), newSocketExec(tc.socket))
 			calls.reset()
 			handler.reset()
 			var lat []time.Duration

@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/cni/pkg/version"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -26,6 +28,7 @@ import (
 	claimv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1alpha1"
 	"github.com/multinet/multinet/internal/apiservertest"
 	"github.com/multinet/multinet/pkg/client/clientset/versioned"
+	"github.com/multinet/multinet/pkg/cniserver/api"
 	"github.com/multinet/multinet/pkg/ipam"
 )
 
@@ -106,13 +109,34 @@ func startNode(t *testing.T, srv *apiservertest.Server, name string) *node {
 	return &node{name: name, socket: socket, svc: svc}
 }
 
+// socketExec runs plugins as multinetd's delegates run them: with the
+// node's IPAM socket in api.IPAMSocketEnv (multinetd's environment).
+type socketExec struct {
+	*invoke.DefaultExec
+	socket string
+}
+
+func (e socketExec) ExecPlugin(ctx context.Context, pluginPath string, stdinData []byte, environ []string) ([]byte, error) {
+	return e.DefaultExec.ExecPlugin(ctx, pluginPath, stdinData, append(environ, api.IPAMSocketEnv+"="+e.socket))
+}
+
+// newSocketExec is socketExec for socket.
+func newSocketExec(socket string) socketExec {
+	return socketExec{DefaultExec: &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: os.Stderr}, PluginDecoder: version.PluginDecoder{}}, socket: socket}
+}
+
+// cni is libcni for the node's plugins in dir, caching in cacheDir.
+func (n *node) cni(dir, cacheDir string) *libcni.CNIConfig {
+	return libcni.NewCNIConfigWithCacheDir([]string{dir}, cacheDir, newSocketExec(n.socket))
+}
+
 // network is a conflist whose one plugin is multinet-ipam, declaring the
 // ips and ipamClaimReference capabilities, as libcni runs it.
 func (n *node) network(t *testing.T, cniVersion, netName, ipamKeys string) *libcni.NetworkConfigList {
 	t.Helper()
 	conf := fmt.Sprintf(`{"cniVersion":%q,"name":%q,"plugins":[{"type":"multinet-ipam",
 		"capabilities":{"ips":true,"ipamClaimReference":true},
-		"ipam":{"type":"multinet-ipam","socketPath":%q,%s}}]}`, cniVersion, netName, n.socket, ipamKeys)
+		"ipam":{"type":"multinet-ipam",%s}}]}`, cniVersion, netName, ipamKeys)
 	l, err := libcni.ConfListFromBytes([]byte(conf))
 	if err != nil {
 		t.Fatal(err)
@@ -186,7 +210,8 @@ func TestPluginEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, b := startNode(t, srv, "node-a"), startNode(t, srv, "node-b")
-	cni := libcni.NewCNIConfigWithCacheDir([]string{pluginDir(t)}, t.TempDir(), nil)
+	cacheDir := t.TempDir()
+	cni, cniB := a.cni(pluginDir(t), cacheDir), b.cni(pluginDir(t), cacheDir)
 	const keys = `"ranges":[[{"subnet":"10.60.0.0/24","gateway":"10.60.0.254"}],[{"subnet":"fd60::/64"}]],"routes":[{"dst":"0.0.0.0/0"}]`
 	netA := a.network(t, "1.1.0", "e2e-net", keys)
 	netB := b.network(t, "1.1.0", "e2e-net", keys)
@@ -252,7 +277,7 @@ func TestPluginEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	vm2 := createPod(t, kc, ns, "vm2", "node-b")
-	res2, err := cni.AddNetworkList(ctx, netB, rt("vm2", "net1", vm2, claimCaps))
+	res2, err := cniB.AddNetworkList(ctx, netB, rt("vm2", "net1", vm2, claimCaps))
 	if err != nil {
 		t.Fatal(err)
 	}

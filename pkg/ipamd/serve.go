@@ -22,12 +22,13 @@ import (
 	claimclient "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/k8s.cni.cncf.io/v1alpha1"
 	claimlisters "github.com/multinet/multinet/pkg/client/listers/k8s.cni.cncf.io/v1alpha1"
 	"github.com/multinet/multinet/pkg/cniserver"
+	"github.com/multinet/multinet/pkg/cniserver/api"
 	"github.com/multinet/multinet/pkg/ipam"
 	"github.com/multinet/multinet/pkg/kube"
 )
 
 // DefaultSocketPath is multinet-ipam's socket on the node.
-const DefaultSocketPath = "/run/multinet/ipam.sock"
+const DefaultSocketPath = api.DefaultIPAMSocketPath
 
 // Defaults of Options.
 const (

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -61,7 +60,7 @@ func TestServiceBurstUnthrottled(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cni := libcni.NewCNIConfigWithCacheDir([]string{dir}, cacheDir, nil) // one each: libcni's is not safe for concurrent use
+			cni := n.cni(dir, cacheDir) // one each: libcni's is not safe for concurrent use
 			res, err := cni.AddNetworkList(ctx, list, rt(fmt.Sprintf("burst-%d", i), "net1", nil, nil))
 			if err != nil {
 				errs <- fmt.Errorf("ADD %d: %w", i, err)

@@ -51,10 +51,9 @@ func TestMultiNodeIPAMBench(t *testing.T) {
 	for name, p := range running {
 		uids[name] = string(p.UID)
 	}
-	sock := filepath.Join(testCluster.mustEnv(t, "MULTINET_CLUSTER_DIR"), "multinet", "run", "ipam.sock")
 	confs := map[string]string{
 		"host-local":    fmt.Sprintf(`{"cniVersion":"1.1.0","name":"bench-%s","ipam":{"type":"host-local","dataDir":"/var/lib/cni/bench-%s","ranges":[[{"subnet":"10.254.0.0/16"}]]}}`, ns, ns),
-		"multinet-ipam": fmt.Sprintf(`{"cniVersion":"1.1.0","name":"bench-%s","ipam":{"type":"multinet-ipam","pool":"bench-%s","socketPath":%q,"ranges":[[{"subnet":"10.254.0.0/16"}]]}}`, ns, ns, sock),
+		"multinet-ipam": fmt.Sprintf(`{"cniVersion":"1.1.0","name":"bench-%s","ipam":{"type":"multinet-ipam","pool":"bench-%s","ranges":[[{"subnet":"10.254.0.0/16"}]]}}`, ns, ns),
 	}
 	// host-local's allocations on each node, removed at the end.
 	t.Cleanup(func() {

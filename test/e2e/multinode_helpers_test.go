@@ -179,7 +179,6 @@ func spanningNAD(t *testing.T, ns string) string {
 	ipam := conf["ipam"].(map[string]any)
 	pool := "e2e-" + ns
 	ipam["pool"] = pool
-	ipam["socketPath"] = filepath.Join(testCluster.mustEnv(t, "MULTINET_CLUSTER_DIR"), "multinet", "run", "ipam.sock")
 	if conf["master"] != testCluster.env["UNDERLAY_IF"] {
 		t.Fatalf("the example's master %v is not the cluster's underlay link %s", conf["master"], testCluster.env["UNDERLAY_IF"])
 	}

@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -330,8 +329,7 @@ func netdevIPAMNet(t *testing.T, ns, name, resourceName string) {
 		"capabilities": map[string]bool{"deviceID": true, "CNIDeviceInfoFile": true},
 		"ipam": map[string]any{
 			"type": "multinet-ipam", "pool": "e2e-dev-" + ns,
-			"socketPath": filepath.Join(testCluster.mustEnv(t, "MULTINET_CLUSTER_DIR"), "multinet", "run", "ipam.sock"),
-			"ranges":     [][]map[string]string{{{"subnet": "10.251.0.0/24"}}},
+			"ranges": [][]map[string]string{{{"subnet": "10.251.0.0/24"}}},
 		},
 	}, map[string]string{resourceNameAnnotation: resourceName})
 }

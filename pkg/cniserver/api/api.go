@@ -47,6 +47,18 @@ const (
 // the CNI network configuration sets "socketPath".
 const DefaultSocketPath = "/run/multinet/multinetd.sock"
 
+// IPAMSocketEnv is the environment variable that gives multinet-ipam
+// multinetd's IPAM socket (absolute path). multinetd sets it in its own
+// environment at start, so every delegate it runs, and the IPAM plugin a
+// delegate runs, inherits it; unset, the plugin dials DefaultIPAMSocketPath.
+// The path is node configuration only: a network configuration's
+// "ipam.socketPath" is refused (docs/decisions/sockets.md).
+const IPAMSocketEnv = "MULTINET_IPAM_SOCKET"
+
+// DefaultIPAMSocketPath is multinet-ipam's socket unless IPAMSocketEnv says
+// otherwise.
+const DefaultIPAMSocketPath = "/run/multinet/ipam.sock"
+
 // CNI commands a Request may carry (CNI spec "CNI operations"). VERSION is
 // never forwarded: the shim answers it itself.
 const (
