@@ -287,7 +287,9 @@ func (e *Engine) runAdd(ctx context.Context, cni *libcni.CNIConfig, a *netconf.A
 	ctx, cancel := delegateContext(ctx, e.opts.DelegateTimeout, "delegateTimeout")
 	defer cancel()
 	start := time.Now()
-	res, err := cni.AddNetworkList(ctx, a.ConfList, a.RuntimeConf(req.ContainerID, req.Netns, args.Pairs))
+	rt := a.RuntimeConf(req.ContainerID, req.Netns, args.Pairs)
+	rt.Args = append(rt.Args, api.NetworkNamespaceArg(a.NetworkKey))
+	res, err := cni.AddNetworkList(ctx, a.ConfList, rt)
 	e.observe("ADD", a.ConfList, start, err)
 	if err != nil {
 		return nil, delegateErr("ADD", a.NetworkKey, a.IfName, a.ConfList, ctx, err)

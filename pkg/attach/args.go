@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/multinet/multinet/pkg/cniserver/api"
 )
 
 // CNI_ARGS keys Kubernetes runtimes pass (CNI CONVENTIONS, "CNI_ARGS").
@@ -45,6 +47,8 @@ func parseArgs(s string) (podArgs, error) {
 		switch k {
 		case argIgnore:
 			continue // already first
+		case api.ArgNetworkNamespace:
+			continue // multinetd's own, set per attachment
 		case argPodNamespace:
 			a.Namespace = v
 		case argPodName:

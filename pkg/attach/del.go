@@ -230,7 +230,7 @@ func (e *Engine) Check(ctx context.Context, req *api.Request) error {
 			errs = append(errs, fmt.Errorf("network %s: recorded config: %w", a.Network, err))
 			continue
 		}
-		rt := &libcni.RuntimeConf{ContainerID: req.ContainerID, NetNS: req.Netns, IfName: a.IfName, Args: slices.Concat(args.Pairs, a.CNIArgs), CapabilityArgs: a.CapabilityArgs}
+		rt := &libcni.RuntimeConf{ContainerID: req.ContainerID, NetNS: req.Netns, IfName: a.IfName, Args: slices.Concat(args.Pairs, a.CNIArgs, [][2]string{api.NetworkNamespaceArg(a.Network)}), CapabilityArgs: a.CapabilityArgs}
 		if err := e.checkOne(ctx, cni, list, rt); err != nil {
 			errs = append(errs, delegateError("CHECK", a.Network, a.IfName, list, err))
 		}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 
 	"github.com/multinet/multinet/pkg/cniserver/api"
 	"github.com/multinet/multinet/pkg/devinfo"
+	"github.com/multinet/multinet/pkg/ipam"
 	"github.com/multinet/multinet/pkg/netconf"
 	"github.com/multinet/multinet/pkg/podnetworks"
 	"github.com/multinet/multinet/pkg/selection"
@@ -185,6 +187,21 @@ type Config struct {
 	// that release the addresses of pods and IPAMClaims that are gone; 0
 	// disables them.
 	IPAMReconcileInterval Duration `json:"ipamReconcileInterval,omitempty"`
+	// IPAMSharedPools are the multinet-ipam pools the admin shares beyond
+	// their owner: {pool: "team-a/blue" or a cluster pool "blue",
+	// allowedNamespaces: [...] or ["*"]}. Without one, a tenant
+	// namespace's NADs allocate from their own namespace's pools only
+	// (docs/multinet-ipam.md "Pools and namespaces").
+	IPAMSharedPools []ipam.SharedPool `json:"ipamSharedPools,omitempty"`
+	// IPAMMaxAllocationsPerNamespace bounds the multinet-ipam addresses
+	// the pods and IPAMClaims of one namespace hold (not the admin
+	// namespaces: globalNamespaces, systemNamespaces, kube-system,
+	// multinet-system); an ADD beyond it fails. Default 1024; 0 turns the
+	// limit off.
+	IPAMMaxAllocationsPerNamespace *int `json:"ipamMaxAllocationsPerNamespace,omitempty"`
+	// IPAMNamespaceMaxAllocations overrides IPAMMaxAllocationsPerNamespace
+	// for the named namespaces (0: no limit).
+	IPAMNamespaceMaxAllocations map[string]int `json:"ipamNamespaceMaxAllocations,omitempty"`
 	// DisableHotPlug turns hot-plug off (docs/hotplug.md): a change of a
 	// running pod's k8s.v1.cni.cncf.io/networks annotation then changes
 	// nothing on the node (as with Multus without
@@ -364,6 +381,21 @@ func (c *Config) Complete() error {
 	if c.IPAMReconcileInterval.Duration < 0 {
 		errs = append(errs, fmt.Errorf("ipamReconcileInterval %s: want 0 (off) or a positive duration", c.IPAMReconcileInterval))
 	}
+	if c.IPAMMaxAllocationsPerNamespace == nil {
+		n := ipam.DefaultMaxAllocationsPerNamespace
+		c.IPAMMaxAllocationsPerNamespace = &n
+	}
+	if *c.IPAMMaxAllocationsPerNamespace < 0 {
+		errs = append(errs, fmt.Errorf("ipamMaxAllocationsPerNamespace %d: want 0 (no limit) or more", *c.IPAMMaxAllocationsPerNamespace))
+	}
+	for ns, n := range c.IPAMNamespaceMaxAllocations {
+		if n < 0 {
+			errs = append(errs, fmt.Errorf("ipamNamespaceMaxAllocations[%s] %d: want 0 (no limit) or more", ns, n))
+		}
+	}
+	if err := c.IPAMTenancy().Check(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.ConfFileName == "" || strings.ContainsRune(c.ConfFileName, '/') || !strings.HasSuffix(c.ConfFileName, ".conflist") {
 		errs = append(errs, fmt.Errorf("confFileName %q: want a file name ending in .conflist", c.ConfFileName))
 	}
@@ -406,4 +438,23 @@ func (c *Config) DefaultNetworkElements() []selection.Element {
 		return nil
 	}
 	return out
+}
+
+// IPAMTenancy is multinet-ipam's pool and limit rules of this
+// configuration (pkg/ipam Tenancy): the admin namespaces are
+// globalNamespaces, systemNamespaces, kube-system and multinet-system.
+func (c *Config) IPAMTenancy() *ipam.Tenancy {
+	admin := slices.Concat(c.GlobalNamespaces, c.SystemNamespaces, []string{"kube-system", "multinet-system"})
+	slices.Sort(admin)
+	t := &ipam.Tenancy{
+		AdminNamespaces: slices.Compact(admin),
+		SharedPools:     c.IPAMSharedPools,
+		NamespaceMax:    c.IPAMNamespaceMaxAllocations,
+	}
+	if c.IPAMMaxAllocationsPerNamespace != nil {
+		t.MaxPerNamespace = *c.IPAMMaxAllocationsPerNamespace
+	} else {
+		t.MaxPerNamespace = ipam.DefaultMaxAllocationsPerNamespace
+	}
+	return t
 }

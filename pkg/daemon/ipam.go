@@ -32,6 +32,7 @@ func startIPAM(ctx context.Context, cfg Config, restConfig *rest.Config, pods ip
 		SocketPath:        cfg.IPAMSocketPath,
 		Pods:              pods,
 		ReconcileInterval: every,
+		Tenancy:           cfg.IPAMTenancy(),
 		Registerer:        m.registry,
 		Server:            cniserver.Options{Observer: ipamPeers{m}},
 	})

@@ -64,6 +64,10 @@ type Request struct {
 	Attachment
 	IPs   []netip.Addr
 	Claim string
+	// NetworkNamespace is the namespace of the network's
+	// NetworkAttachmentDefinition ("" for a network of the node's own
+	// configuration: the admin's); Tenancy.Resolve decides its pool.
+	NetworkNamespace string
 }
 
 // Address is one allocated address.
@@ -97,8 +101,13 @@ type Allocator struct {
 	// Node is the node recorded as spec.owner.node, and the node GC acts on.
 	Node string
 	// Cache, when set, tells which addresses are held (skipped without a
-	// request). It may lag: a create is still the arbiter.
+	// request) and how many a namespace holds. It may lag: a create is
+	// still the arbiter.
 	Cache *Cache
+	// Tenancy decides which pool a request's network may use and bounds
+	// the addresses of a namespace; nil: every pool is the cluster's, no
+	// limit (docs/decisions/ipam-tenancy.md).
+	Tenancy *Tenancy
 	// MaxConflicts bounds the creates of one allocation that find their
 	// address taken (ErrConflicts after). Default DefaultMaxConflicts.
 	MaxConflicts int
@@ -142,9 +151,17 @@ func (a *Allocator) call(ctx context.Context) (context.Context, context.CancelFu
 // the attachment holding no address of the pool (heldAllocations); a list
 // of the attachment's allocations first otherwise; more creates on
 // conflicts. On error, the addresses this call created are released again.
+//
+// Tenancy: cfg's pool is resolved for req.NetworkNamespace
+// (Tenancy.Resolve: ErrPoolNotAllowed), and each new address must fit
+// the pod namespace's limit (ErrQuota).
 func (a *Allocator) Allocate(ctx context.Context, cfg *Config, req Request) (*Allocation, error) {
 	if req.ContainerID == "" || req.IfName == "" {
 		return nil, errors.New("multinet-ipam: the attachment needs a container ID and an interface name")
+	}
+	cfg, err := a.Tenancy.Resolve(cfg, req.NetworkNamespace)
+	if err != nil {
+		return nil, err
 	}
 	if req.Claim != "" {
 		return a.AllocateClaim(ctx, cfg, req)
@@ -159,7 +176,7 @@ func (a *Allocator) Allocate(ctx context.Context, cfg *Config, req Request) (*Al
 	}
 	own := func(set int) (netip.Addr, string) {
 		for _, o := range held {
-			if p, perr := netip.ParsePrefix(o.Spec.Address); perr == nil && o.Spec.Pool == cfg.Pool {
+			if p, perr := netip.ParsePrefix(o.Spec.Address); perr == nil && cfg.inPool(o.Spec.Pool) {
 				if i, _ := cfg.rangeSetOf(p.Addr()); i == set {
 					return p.Addr(), o.Name
 				}
@@ -182,6 +199,9 @@ func (a *Allocator) Allocate(ctx context.Context, cfg *Config, req Request) (*Al
 			}
 			out.Addresses = append(out.Addresses, cfg.address(addr, name))
 			continue
+		}
+		if err := a.admit(req); err != nil {
+			return fail(err)
 		}
 		var obj *ipamv1.IPAllocation
 		if w.IsValid() {
@@ -288,6 +308,17 @@ func (a *Allocator) create(ctx context.Context, obj *ipamv1.IPAllocation) (creat
 // createRequested allocates the requested address w (ErrTaken when another
 // holds it).
 func (a *Allocator) createRequested(ctx context.Context, cfg *Config, req Request, w netip.Addr) (*ipamv1.IPAllocation, error) {
+	if cfg.LegacyPool != "" {
+		// held under the pool's key before tenancy (never the attachment's
+		// own: Allocate reuses those)
+		legacy, err := a.get(ctx, ObjectName(cfg.LegacyPool, w))
+		if err == nil {
+			return nil, fmt.Errorf("multinet-ipam: pool %s: requested address %s is held by %s: %w", cfg.Pool, w, describeOwner(legacy.Spec.Owner), ErrTaken)
+		}
+		if !apierrors.IsNotFound(err) {
+			return nil, err
+		}
+	}
 	obj, taken, err := a.create(ctx, newObject(cfg, w, a.owner(cfg, req.Attachment, nil)))
 	if err != nil || !taken {
 		return obj, err
@@ -329,7 +360,7 @@ func walkOrder(containerID, ifName string, set int) (start, stride uint64) {
 // is asked (attachmentAllocations). docs/decisions/ipam.md.
 func (a *Allocator) heldAllocations(ctx context.Context, cfg *Config, containerID, ifName string) ([]ipamv1.IPAllocation, error) {
 	if a.Cache != nil && a.Cache.HasSynced() && !slices.ContainsFunc(a.Cache.ByAttachment(containerID, ifName),
-		func(o *ipamv1.IPAllocation) bool { return o.Spec.Pool == cfg.Pool }) {
+		func(o *ipamv1.IPAllocation) bool { return cfg.inPool(o.Spec.Pool) }) {
 		return nil, nil
 	}
 	return a.attachmentAllocations(ctx, containerID, ifName)
@@ -374,6 +405,7 @@ func (a *Allocator) release(ctx context.Context, name string, uid types.UID) (bo
 	err := a.IPAM.IPAllocations().Delete(cctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	if a.Cache != nil && (err == nil || apierrors.IsNotFound(err)) {
 		a.Cache.forget(name, uid)
+		a.Cache.deleted(name, uid)
 	}
 	switch {
 	case err == nil:

@@ -21,7 +21,22 @@ const (
 	// IndexAttachment indexes attachment-owned allocations by their
 	// LabelAttachment (AttachmentKey of container ID and interface name).
 	IndexAttachment = "attachment"
+	// IndexNamespace indexes allocations by the namespace they count
+	// against: their pod's (spec.owner.pod) or IPAMClaim's.
+	IndexNamespace = "ownerNamespace"
 )
+
+// ownerNamespace is the namespace an allocation counts against ("" when
+// none: outside Kubernetes).
+func ownerNamespace(o *ipamv1.IPAllocation) string {
+	switch {
+	case o.Spec.Owner.Claim != nil:
+		return o.Spec.Owner.Claim.Namespace
+	case o.Spec.Owner.Pod != nil:
+		return o.Spec.Owner.Pod.Namespace
+	}
+	return ""
+}
 
 // pendingTTL bounds how long the Cache remembers a create of its own that
 // its informer has not shown yet (normally milliseconds; an entry past it
@@ -46,6 +61,15 @@ type Cache struct {
 	// pending are this process's creates the informer has not shown yet,
 	// by object name.
 	pending map[string]pendingCreate
+	// released are this process's deletes the informer has not shown yet
+	// (by object name: the UID deleted), so that a namespace's count
+	// frees the place at once.
+	released map[string]pendingDelete
+}
+
+type pendingDelete struct {
+	uid types.UID
+	at  time.Time
 }
 
 type pendingCreate struct {
@@ -70,6 +94,12 @@ func NewCache(client ipamclient.IPAllocationsGetter) (*Cache, error) {
 			}
 			return nil, nil
 		},
+		IndexNamespace: func(obj any) ([]string, error) {
+			if o, ok := obj.(*ipamv1.IPAllocation); ok && ownerNamespace(o) != "" {
+				return []string{ownerNamespace(o)}, nil
+			}
+			return nil, nil
+		},
 		IndexAttachment: func(obj any) ([]string, error) {
 			if o, ok := obj.(*ipamv1.IPAllocation); ok && o.Labels[LabelAttachment] != "" {
 				return []string{o.Labels[LabelAttachment]}, nil
@@ -79,13 +109,13 @@ func NewCache(client ipamclient.IPAllocationsGetter) (*Cache, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("multinet-ipam cache: indexer: %w", err)
 	}
-	c := &Cache{informer: inf, stopped: make(chan struct{}), pending: map[string]pendingCreate{}}
+	c := &Cache{informer: inf, stopped: make(chan struct{}), pending: map[string]pendingCreate{}, released: map[string]pendingDelete{}}
 	// The store is updated before handlers are told: once a create is
 	// shown here, ByAttachment finds it in the store.
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.shown,
 		UpdateFunc: func(_, obj any) { c.shown(obj) },
-		DeleteFunc: c.shown,
+		DeleteFunc: c.shownDeleted,
 	}); err != nil {
 		return nil, fmt.Errorf("multinet-ipam cache: handler: %w", err)
 	}
@@ -99,6 +129,38 @@ func (c *Cache) shown(obj any) {
 	}
 	if o, ok := obj.(*ipamv1.IPAllocation); ok {
 		c.forget(o.Name, o.UID)
+	}
+}
+
+// shownDeleted forgets the pending create and the pending delete of an
+// object the informer showed deleted.
+func (c *Cache) shownDeleted(obj any) {
+	c.shown(obj)
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if o, ok := obj.(*ipamv1.IPAllocation); ok {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if r, ok := c.released[o.Name]; ok && r.uid == o.UID {
+			delete(c.released, o.Name)
+		}
+	}
+}
+
+// deleted remembers an allocation this process released until the
+// informer shows its delete (or pendingTTL passes).
+func (c *Cache) deleted(name string, uid types.UID) {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for n, r := range c.released {
+		if now.Sub(r.at) > pendingTTL {
+			delete(c.released, n)
+		}
+	}
+	if shown := c.Get(name); shown != nil && shown.UID == uid {
+		c.released[name] = pendingDelete{uid: uid, at: now}
 	}
 }
 
@@ -193,6 +255,36 @@ func (c *Cache) ByAttachment(containerID, ifName string) []*ipamv1.IPAllocation 
 		}
 	}
 	return out
+}
+
+// CountNamespace is the number of allocations counting against namespace
+// ns (IndexNamespace) the Cache knows: the informer's but those this
+// process released, and this process's creates it has not shown yet. No
+// request.
+func (c *Cache) CountNamespace(ns string) int {
+	objs, _ := c.informer.GetIndexer().ByIndex(IndexNamespace, ns)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, obj := range objs {
+		o := obj.(*ipamv1.IPAllocation)
+		if r, ok := c.released[o.Name]; !ok || r.uid != o.UID {
+			n++
+		}
+	}
+	for name, p := range c.pending {
+		if ownerNamespace(p.obj) == ns && !c.shownLocked(name, p.obj) {
+			n++
+		}
+	}
+	return n
+}
+
+// shownLocked reports whether the informer has the object of that name
+// and UID.
+func (c *Cache) shownLocked(name string, o *ipamv1.IPAllocation) bool {
+	got := c.Get(name)
+	return got != nil && got.UID == o.UID
 }
 
 // ByClaim returns the cached allocations of the IPAMClaim with that UID.

@@ -43,6 +43,10 @@ func (a *Allocator) AllocateClaim(ctx context.Context, cfg *Config, req Request)
 	if a.Claims == nil {
 		return nil, fmt.Errorf("multinet-ipam: IPAMClaim %s/%s: this allocator has no IPAMClaim client: %w", req.Pod.Namespace, req.Claim, ErrClaim)
 	}
+	cfg, err := a.Tenancy.Resolve(cfg, req.NetworkNamespace)
+	if err != nil {
+		return nil, err
+	}
 	var lastErr error
 	for range claimAttempts {
 		out, retry, err := a.claimRound(ctx, cfg, req)
@@ -83,6 +87,9 @@ func (a *Allocator) claimRound(ctx context.Context, cfg *Config, req Request) (o
 			}
 			out.Addresses = append(out.Addresses, cfg.address(addr, ObjectName(cfg.Pool, addr)))
 			continue
+		}
+		if err := a.admit(req); err != nil {
+			return fail(err)
 		}
 		obj, err := a.createFree(ctx, cfg, req, i, a.owner(cfg, req.Attachment, ref))
 		if err != nil {
@@ -153,6 +160,14 @@ func (c *Config) claimAddresses(claim *claimv1.IPAMClaim) (map[int]netip.Addr, e
 // one of the claim (same UID) is used; a missing one is created again
 // (returned, to be rolled back on failure); another holder is ErrTaken.
 func (a *Allocator) ensureClaimed(ctx context.Context, cfg *Config, req Request, ref *ipamv1.ObjectReference, addr netip.Addr) (*ipamv1.IPAllocation, error) {
+	if cfg.LegacyPool != "" {
+		// the claim's allocation made before tenancy stays the claim's
+		if obj, err := a.get(ctx, ObjectName(cfg.LegacyPool, addr)); err == nil && claimedBy(obj, ref) {
+			return nil, nil
+		} else if err != nil && !apierrors.IsNotFound(err) {
+			return nil, err
+		}
+	}
 	name := ObjectName(cfg.Pool, addr)
 	var holder *ipamv1.IPAllocation
 	if a.Cache != nil {
@@ -191,6 +206,10 @@ func claimedBy(o *ipamv1.IPAllocation, ref *ipamv1.ObjectReference) bool {
 // holds an address of every range set of cfg (CNI CHECK). Errors name the
 // range set without one.
 func (a *Allocator) Check(ctx context.Context, cfg *Config, req Request) error {
+	cfg, err := a.Tenancy.Resolve(cfg, req.NetworkNamespace)
+	if err != nil {
+		return err
+	}
 	held := map[int]netip.Addr{}
 	if req.Claim != "" {
 		if req.Pod == nil || req.Pod.Namespace == "" {
@@ -206,6 +225,9 @@ func (a *Allocator) Check(ctx context.Context, cfg *Config, req Request) error {
 		ref := &ipamv1.ObjectReference{Namespace: claim.Namespace, Name: claim.Name, UID: string(claim.UID)}
 		for _, addr := range held {
 			obj, err := a.get(ctx, ObjectName(cfg.Pool, addr))
+			if apierrors.IsNotFound(err) && cfg.LegacyPool != "" {
+				obj, err = a.get(ctx, ObjectName(cfg.LegacyPool, addr))
+			}
 			if err != nil {
 				return err
 			}
@@ -219,7 +241,7 @@ func (a *Allocator) Check(ctx context.Context, cfg *Config, req Request) error {
 			return err
 		}
 		for _, o := range objs {
-			if p, err := netip.ParsePrefix(o.Spec.Address); err == nil && o.Spec.Pool == cfg.Pool {
+			if p, err := netip.ParsePrefix(o.Spec.Address); err == nil && cfg.inPool(o.Spec.Pool) {
 				if i, _ := cfg.rangeSetOf(p.Addr()); i >= 0 {
 					held[i] = p.Addr()
 				}

@@ -105,8 +105,15 @@ type RuntimeConfig struct {
 type Config struct {
 	// Network is the CNI network name.
 	Network string
-	// Pool is the address space's name (default Network).
+	// Pool is the address space's name (default Network); after
+	// Tenancy.Resolve its key: "namespace/name" for a namespace's pool.
 	Pool string
+	// LegacyPool is the key the pool's allocations had before pools
+	// belonged to namespaces (the unqualified name of a tenant
+	// namespace's pool), "" when the same as Pool: those allocations are
+	// still the attachments' own and their addresses still held
+	// (docs/decisions/ipam-tenancy.md "Upgrade").
+	LegacyPool string
 	// RangeSets are the range sets, in configuration order; one address
 	// comes from each.
 	RangeSets []RangeSet
@@ -114,6 +121,15 @@ type Config struct {
 	Exclude []netip.Prefix
 	Routes  []*types.Route
 	DNS     types.DNS
+
+	// resolved: Tenancy.Resolve made Pool the key.
+	resolved bool
+}
+
+// inPool reports whether an allocation's spec.pool is cfg's pool (its key
+// or its key before tenancy).
+func (c *Config) inPool(pool string) bool {
+	return pool == c.Pool || (c.LegacyPool != "" && pool == c.LegacyPool)
 }
 
 // RangeSet is one range set: ranges of one address family.

@@ -72,13 +72,18 @@ type GCAttachment struct {
 // that this node (Allocator.Node) allocated for attachments not in valid
 // (CNI GC, cni.dev/valid-attachments), when older than minAge (an ADD in
 // flight is not in the runtime's list yet). Claim-owned addresses stay. It
-// returns the number released.
+// returns the number released. A GC request names no pod, so the network's
+// namespace is unknown: an unqualified pool matches that pool of every
+// namespace (gcPool); the network name and the valid list still decide.
 func (a *Allocator) GC(ctx context.Context, cfg *Config, valid []GCAttachment, minAge time.Duration) (int, error) {
 	keep := map[GCAttachment]bool{}
 	for _, v := range valid {
 		keep[v] = true
 	}
-	sel := fields.AndSelectors(fields.OneTermEqualSelector(FieldNode, a.Node), fields.OneTermEqualSelector(FieldPool, cfg.Pool))
+	sel := fields.OneTermEqualSelector(FieldNode, a.Node)
+	if cfg.resolved {
+		sel = fields.AndSelectors(sel, fields.OneTermEqualSelector(FieldPool, cfg.Pool))
+	}
 	objs, err := a.listCached(ctx, metav1.ListOptions{FieldSelector: sel.String()})
 	if err != nil {
 		return 0, err
@@ -87,7 +92,7 @@ func (a *Allocator) GC(ctx context.Context, cfg *Config, valid []GCAttachment, m
 	var stale []ipamv1.IPAllocation
 	for _, o := range objs {
 		ow := o.Spec.Owner
-		if ow.Claim != nil || ow.Network != cfg.Network || ow.Node != a.Node {
+		if ow.Claim != nil || ow.Network != cfg.Network || ow.Node != a.Node || !gcPool(cfg, o.Spec.Pool) {
 			continue
 		}
 		if keep[GCAttachment{ContainerID: ow.ContainerID, IfName: ow.IfName}] || now.Sub(o.CreationTimestamp.Time) < minAge {
@@ -263,4 +268,16 @@ func (l LiveOwners) ClaimExists(ctx context.Context, namespace, name, uid string
 		return false, fmt.Errorf("multinet-ipam: reading IPAMClaim %s/%s: %w", namespace, name, err)
 	}
 	return uid == "" || string(claim.UID) == uid, nil
+}
+
+// gcPool reports whether an allocation of pool is one of cfg's for GC: the
+// resolved key (or its key before tenancy), or, unresolved, the pool or an
+// unqualified pool's name in any namespace.
+func gcPool(cfg *Config, pool string) bool {
+	if cfg.resolved || cfg.inPool(pool) {
+		return cfg.inPool(pool)
+	}
+	_, name, qualified := splitPool(pool)
+	_, own, ownQualified := splitPool(cfg.Pool)
+	return qualified && !ownQualified && name == own
 }

@@ -41,6 +41,13 @@ type search struct {
 // checked against a list of the pool and tried; then ErrExhausted.
 func (a *Allocator) createFree(ctx context.Context, cfg *Config, req Request, i int, owner ipamv1.IPAllocationOwner) (*ipamv1.IPAllocation, error) {
 	s := &search{a: a, cfg: cfg, owner: owner, held: map[netip.Addr]bool{}}
+	if cfg.LegacyPool != "" && (a.Cache == nil || !a.Cache.HasSynced()) {
+		// the addresses held under the pool's key before tenancy are
+		// known from a list only (docs/decisions/ipam-tenancy.md)
+		if err := s.list(ctx); err != nil {
+			return nil, err
+		}
+	}
 	set := cfg.RangeSets[i]
 	start, stride := walkOrder(req.ContainerID, req.IfName, i)
 	c := newCursor(set, start, stride)
@@ -52,7 +59,7 @@ func (a *Allocator) createFree(ctx context.Context, cfg *Config, req Request, i 
 		if cfg.allocatable(addr, r) != "" || s.held[addr] {
 			continue
 		}
-		if a.Cache != nil && a.Cache.Held(ObjectName(cfg.Pool, addr)) {
+		if a.Cache != nil && (a.Cache.Held(ObjectName(cfg.Pool, addr)) || (cfg.LegacyPool != "" && a.Cache.Held(ObjectName(cfg.LegacyPool, addr)))) {
 			s.cached = append(s.cached, addr)
 			continue
 		}
@@ -101,15 +108,21 @@ func (s *search) try(ctx context.Context, addr netip.Addr) (*ipamv1.IPAllocation
 	return nil, nil
 }
 
-// list adds the addresses of every IPAllocation of the pool to held.
+// list adds the addresses of every IPAllocation of the pool (and of its
+// key before tenancy, Config.LegacyPool) to held.
 func (s *search) list(ctx context.Context) error {
-	objs, err := s.a.listCached(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector(FieldPool, s.cfg.Pool).String()})
-	if err != nil {
-		return err
-	}
-	for _, o := range objs {
-		if p, err := netip.ParsePrefix(o.Spec.Address); err == nil {
-			s.held[p.Addr()] = true
+	for _, pool := range []string{s.cfg.Pool, s.cfg.LegacyPool} {
+		if pool == "" {
+			continue
+		}
+		objs, err := s.a.listCached(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector(FieldPool, pool).String()})
+		if err != nil {
+			return err
+		}
+		for _, o := range objs {
+			if p, err := netip.ParsePrefix(o.Spec.Address); err == nil {
+				s.held[p.Addr()] = true
+			}
 		}
 	}
 	s.listed = true

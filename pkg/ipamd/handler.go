@@ -57,6 +57,27 @@ const (
 	argPodUID       = "K8S_POD_UID"
 )
 
+// networkNamespace is the namespace whose pool rules apply to the request
+// (pkg/ipam Tenancy): CNI_ARGS api.ArgNetworkNamespace when present (set by multinetd,
+// possibly empty), else the pod's namespace (another meta-plugin, such as
+// Multus, does not say which NAD it runs), else "" (no pod: not
+// Kubernetes).
+func networkNamespace(args string, pod *ipam.PodRef) string {
+	ns, set := "", false
+	for _, kv := range strings.Split(args, ";") {
+		if k, v, _ := strings.Cut(kv, "="); k == api.ArgNetworkNamespace {
+			ns, set = v, true // the last: multinetd's own comes after the runtime's
+		}
+	}
+	switch {
+	case set:
+		return ns
+	case pod != nil:
+		return pod.Namespace
+	}
+	return ""
+}
+
 // podRef reads the pod from CNI_ARGS ("K1=V1;K2=V2"); nil without one.
 func podRef(args string) *ipam.PodRef {
 	var p ipam.PodRef
@@ -102,10 +123,12 @@ func (h *Handler) Add(ctx context.Context, req *api.Request) ([]byte, error) {
 	if err != nil {
 		return nil, types.NewError(types.ErrInvalidNetworkConfig, err.Error(), "")
 	}
+	pod := podRef(req.Args)
 	r := ipam.Request{
-		Attachment: ipam.Attachment{ContainerID: req.ContainerID, IfName: req.IfName, Pod: podRef(req.Args)},
-		IPs:        ips,
-		Claim:      nc.ClaimReference(),
+		Attachment:       ipam.Attachment{ContainerID: req.ContainerID, IfName: req.IfName, Pod: pod},
+		IPs:              ips,
+		Claim:            nc.ClaimReference(),
+		NetworkNamespace: networkNamespace(req.Args, pod),
 	}
 	if err := h.checkPod(ctx, r.Pod); err != nil {
 		return nil, err
@@ -163,7 +186,8 @@ func (h *Handler) Check(ctx context.Context, req *api.Request) error {
 	if err != nil {
 		return err
 	}
-	r := ipam.Request{Attachment: ipam.Attachment{ContainerID: req.ContainerID, IfName: req.IfName, Pod: podRef(req.Args)}, Claim: nc.ClaimReference()}
+	pod := podRef(req.Args)
+	r := ipam.Request{Attachment: ipam.Attachment{ContainerID: req.ContainerID, IfName: req.IfName, Pod: pod}, Claim: nc.ClaimReference(), NetworkNamespace: networkNamespace(req.Args, pod)}
 	if err := h.Allocator.Check(ctx, cfg, r); err != nil {
 		return cniError(err)
 	}
@@ -208,12 +232,15 @@ func (h *Handler) Status(ctx context.Context, req *api.Request) error {
 // addresses may be released); anything else is 999 with the message.
 func cniError(err error) error {
 	var cerr *types.Error
+	var conf *ipam.ConfigError
 	switch {
 	case errors.As(err, &cerr):
 		return cerr
-	case errors.Is(err, ipam.ErrOutOfRange), errors.Is(err, ipam.ErrClaim) && !errors.Is(err, ipam.ErrTaken):
+	case errors.As(err, &conf):
 		return types.NewError(types.ErrInvalidNetworkConfig, err.Error(), "")
-	case errors.Is(err, ipam.ErrExhausted), errors.Is(err, ipam.ErrConflicts), errors.Is(err, ipam.ErrTaken):
+	case errors.Is(err, ipam.ErrOutOfRange), errors.Is(err, ipam.ErrClaim) && !errors.Is(err, ipam.ErrTaken), errors.Is(err, ipam.ErrPoolNotAllowed):
+		return types.NewError(types.ErrInvalidNetworkConfig, err.Error(), "")
+	case errors.Is(err, ipam.ErrExhausted), errors.Is(err, ipam.ErrConflicts), errors.Is(err, ipam.ErrTaken), errors.Is(err, ipam.ErrQuota):
 		return types.NewError(types.ErrTryAgainLater, err.Error(), "")
 	}
 	return types.NewError(types.ErrInternal, err.Error(), "")

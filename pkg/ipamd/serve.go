@@ -66,6 +66,10 @@ type Options struct {
 	Server cniserver.Options
 	// Registerer, when set, gets the multinet_ipam_* metrics.
 	Registerer prometheus.Registerer
+	// Tenancy decides which pool a network may use and bounds each
+	// namespace's addresses (pkg/ipam Tenancy); nil: every pool is the
+	// cluster's, no limit.
+	Tenancy *ipam.Tenancy
 }
 
 // Service is a running multinet-ipam server.
@@ -88,6 +92,9 @@ type Service struct {
 func Start(ctx context.Context, opts Options) (*Service, error) {
 	if opts.Node == "" {
 		return nil, errors.New("multinet-ipam: node name is empty")
+	}
+	if err := opts.Tenancy.Check(); err != nil {
+		return nil, fmt.Errorf("multinet-ipam: %w", err)
 	}
 	// The typed clients of the groups used, not the generated clientset,
 	// whose discovery client links every Kubernetes API group (issue 14).
@@ -124,7 +131,7 @@ func Start(ctx context.Context, opts Options) (*Service, error) {
 		return nil, err
 	}
 	m := newMetrics(opts.Registerer)
-	a := &ipam.Allocator{IPAM: ipc, Claims: cc, Node: opts.Node, Cache: c, OnConflict: m.conflicts.Inc}
+	a := &ipam.Allocator{IPAM: ipc, Claims: cc, Node: opts.Node, Cache: c, Tenancy: opts.Tenancy, OnConflict: m.conflicts.Inc}
 	claimInf, err := kube.NewInformer[*claimv1.IPAMClaimList](cc.IPAMClaims(metav1.NamespaceAll), &claimv1.IPAMClaim{}, kube.InformerOptions{Transform: kube.DropManagedFields})
 	if err != nil {
 		return nil, fmt.Errorf("multinet-ipam: IPAMClaim informer: %w", err)

@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -42,6 +43,25 @@ const (
 	// headerSize is the length prefix of a frame in bytes.
 	headerSize = 4
 )
+
+// ArgNetworkNamespace is the CNI_ARGS key multinetd adds for every delegate
+// it runs: the namespace of the attachment's NetworkAttachmentDefinition
+// (the part before "/" of its "namespace/name"), empty for a network of the
+// node's own configuration (a CNI config file: the admin's). Delegates pass
+// CNI_ARGS on to their IPAM plugin, so multinet-ipam learns whose pool a
+// network names (pkg/ipam Tenancy); a runtime's pair of this key is
+// dropped, and neither pods nor NADs can set one.
+const ArgNetworkNamespace = "MULTINET_NETWORK_NAMESPACE"
+
+// NetworkNamespaceArg is the ArgNetworkNamespace pair of the network whose
+// key is networkKey ("namespace/name" for a NAD, a name for a file).
+func NetworkNamespaceArg(networkKey string) [2]string {
+	ns, _, ok := strings.Cut(networkKey, "/")
+	if !ok {
+		ns = ""
+	}
+	return [2]string{ArgNetworkNamespace, ns}
+}
 
 // DefaultSocketPath is where multinetd listens and multinet-shim dials unless
 // the CNI network configuration sets "socketPath".
