@@ -66,6 +66,9 @@ metricsAddress: $METRICS_ADDRESS
 # --global-namespaces of hack/cluster-devices.sh (docs/install.md).
 namespaceIsolation: true
 globalNamespaces: [default]
+# multinet-ipam's per-namespace limit is 2 in TestTenantIPAMPool's namespace
+# (deploy/overlays/local/multinetd.yaml says the same)
+ipamNamespaceMaxAllocations: {multinet-e2e-ipam-quota: 2}
 YAML
 }
 

@@ -89,12 +89,18 @@ type node struct {
 
 func startNode(t *testing.T, srv *apiservertest.Server, name string) *node {
 	t.Helper()
+	return startNodeTenancy(t, srv, name, nil)
+}
+
+// startNodeTenancy is startNode with multinetd's pool rules and limits.
+func startNodeTenancy(t *testing.T, srv *apiservertest.Server, name string, tenancy *ipam.Tenancy) *node {
+	t.Helper()
 	cfg := multinetdIdentity(t, srv)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	pods := livePods{kubernetes.NewForConfigOrDie(cfg)}
 	socket := filepath.Join(t.TempDir(), "run", "ipam.sock")
-	svc, err := Start(ctx, Options{Config: cfg, Node: name, SocketPath: socket, Pods: pods, ReconcileInterval: -1, GCMinAge: time.Nanosecond})
+	svc, err := Start(ctx, Options{Config: cfg, Node: name, SocketPath: socket, Pods: pods, ReconcileInterval: -1, GCMinAge: time.Nanosecond, Tenancy: tenancy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,5 +428,70 @@ func TestServiceReconcile(t *testing.T) {
 	}
 	if objs := poolObjects(t, cs, "reconcile-net"); len(objs) != 1 || !strings.HasSuffix(objs[0], "@node-a") {
 		t.Errorf("left %v, want the live pod's", objs)
+	}
+}
+
+// The plugin binary through libcni, with multinetd's pool rules: the
+// NAD's namespace reaches the service in CNI_ARGS MULTINET_NETWORK_NAMESPACE
+// (as multinetd adds it for every delegate); a pod of B through a NAD of B
+// naming A's pool is refused with CNI code 7 naming the pool, its owner
+// and B, also when no meta-plugin says the NAD's namespace (the pod's
+// decides); an empty value is a network of the node's own configuration,
+// whose pool is the cluster's.
+func TestPluginTenancy(t *testing.T) {
+	srv := apiservertest.Shared(t)
+	admin := srv.Config()
+	kc := kubernetes.NewForConfigOrDie(admin)
+	cs := versioned.NewForConfigOrDie(admin)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	nsA, nsB, pool := apiservertest.Name(t, "tenancy-a"), apiservertest.Name(t, "tenancy-b"), apiservertest.Name(t, "tenancy-blue")
+	for _, ns := range []string{nsA, nsB} {
+		if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := startNodeTenancy(t, srv, "node-t", &ipam.Tenancy{AdminNamespaces: []string{"default"}})
+	cni := libcni.NewCNIConfigWithCacheDir([]string{pluginDir(t)}, t.TempDir(), nil)
+	keys := func(pool string) string {
+		return fmt.Sprintf(`"pool":%q,"ranges":[[{"subnet":"10.61.0.0/24"}]]`, pool)
+	}
+	withNetworkNS := func(r *libcni.RuntimeConf, ns string) *libcni.RuntimeConf {
+		r.Args = append(r.Args, api.NetworkNamespaceArg(ns+"/nad"))
+		return r
+	}
+	podA, podB := createPod(t, kc, nsA, "a", "node-t"), createPod(t, kc, nsB, "b", "node-t")
+	if _, err := cni.AddNetworkList(ctx, n.network(t, "1.1.0", "net", keys(pool)), withNetworkNS(rt("ta", "net1", podA, nil), nsA)); err != nil {
+		t.Fatal(err)
+	}
+	keyA := nsA + "/" + pool
+	before := poolObjects(t, cs, keyA)
+	if len(before) != 1 {
+		t.Fatalf("namespace %s's pool %s holds %v", nsA, keyA, before)
+	}
+	for _, r := range []*libcni.RuntimeConf{withNetworkNS(rt("tb", "net1", podB, nil), nsB), rt("tb2", "net1", podB, nil)} {
+		_, err := cni.AddNetworkList(ctx, n.network(t, "1.1.0", "net", keys(keyA)), r)
+		var cerr *types.Error
+		if !errors.As(err, &cerr) || cerr.Code != types.ErrInvalidNetworkConfig ||
+			!strings.Contains(cerr.Msg, fmt.Sprintf("pool %q belongs to namespace %s", keyA, nsA)) || !strings.Contains(cerr.Msg, fmt.Sprintf("namespace %q", nsB)) {
+			t.Errorf("B naming A's pool (args %v): %v, want code 7 naming the pool and both namespaces", r.Args, err)
+		}
+	}
+	if got := poolObjects(t, cs, keyA); !slices.Equal(got, before) {
+		t.Errorf("namespace %s's pool changed: %v, was %v", nsA, got, before)
+	}
+	// a network of the node's own configuration: the cluster pool
+	cr := rt("tc", "net1", podB, nil)
+	cr.Args = append(cr.Args, api.NetworkNamespaceArg("10-default.conflist"))
+	if _, err := cni.AddNetworkList(ctx, n.network(t, "1.1.0", "net", keys(pool)), cr); err != nil {
+		t.Fatal(err)
+	}
+	if got := poolObjects(t, cs, pool); len(got) != 1 {
+		t.Errorf("cluster pool %s holds %v, want the one address", pool, got)
+	}
+	for _, c := range []string{"ta", "tc"} {
+		if _, err := n.svc.allocator.Release(ctx, c, "net1"); err != nil {
+			t.Error(err)
+		}
 	}
 }

@@ -161,7 +161,9 @@ func onNode(p *corev1.Pod, node string) *corev1.Pod {
 // examples/multinode/10-spanning-network.yaml (a macvlan on every node's
 // underlay link, multinet-ipam) with multinet-ipam's pool named after ns,
 // so that tests never share addresses, and this cluster's socket path. It
-// returns the pool.
+// returns the pool's key: a pool a NAD of a tenant namespace names is that
+// namespace's, "<ns>/<pool>" (docs/multinet-ipam.md "Pools and
+// namespaces").
 func spanningNAD(t *testing.T, ns string) string {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "..", "examples", "multinode", "10-spanning-network.yaml"))
@@ -183,7 +185,7 @@ func spanningNAD(t *testing.T, ns string) string {
 		t.Fatalf("the example's master %v is not the cluster's underlay link %s", conf["master"], testCluster.env["UNDERLAY_IF"])
 	}
 	createNAD(t, ns, nad.Name, conf, nil)
-	return pool
+	return ns + "/" + pool
 }
 
 // poolAllocations lists multinet-ipam's IPAllocations of pool.

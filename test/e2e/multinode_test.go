@@ -419,7 +419,7 @@ func TestMultiNodeDevicePools(t *testing.T) {
 	for name, p := range running {
 		deletePodOn(t, byNode[p.Spec.NodeName], ns, name)
 	}
-	waitPoolAllocations(t, "e2e-dev-"+ns, 0, 30*time.Second)
+	waitPoolAllocations(t, ns+"/e2e-dev-"+ns, 0, 30*time.Second) // the namespace's pool
 }
 
 // TestMultiNodeRollingUpgrade: the multinetd and device plugin DaemonSets
