@@ -452,7 +452,7 @@ func TestPluginTenancy(t *testing.T) {
 		}
 	}
 	n := startNodeTenancy(t, srv, "node-t", &ipam.Tenancy{AdminNamespaces: []string{"default"}})
-	cni := libcni.NewCNIConfigWithCacheDir([]string{pluginDir(t)}, t.TempDir(), nil)
+	cni := n.cni(pluginDir(t), t.TempDir())
 	keys := func(pool string) string {
 		return fmt.Sprintf(`"pool":%q,"ranges":[[{"subnet":"10.61.0.0/24"}]]`, pool)
 	}
