@@ -168,7 +168,8 @@ start_deviceplugin() {
 
 # write_webhook_identity gives the webhook its own client certificate (user
 # system:multinet-webhook) bound to the RBAC of docs/webhook.md, so that a
-# missing permission shows up here and not only in a real deployment.
+# missing permission shows up here and not only in a real deployment, and
+# creates its empty certificate Secret (it may not create Secrets).
 write_webhook_identity() {
   client_identity webhook "/CN=system:multinet-webhook" "$WEBHOOK_KUBECONFIG"
   kc get namespace "$WEBHOOK_NAMESPACE" >/dev/null 2>&1 || kc create namespace "$WEBHOOK_NAMESPACE" >/dev/null
@@ -192,7 +193,7 @@ apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata: {name: "multinet:webhook-host", namespace: $WEBHOOK_NAMESPACE}
 rules:
-- {apiGroups: [""], resources: [secrets], verbs: [get, create, update]}
+- {apiGroups: [""], resources: [secrets], verbs: [get, update]}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
@@ -201,6 +202,10 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: "multinet:webho
 subjects:
 - {apiGroup: rbac.authorization.k8s.io, kind: User, name: "system:multinet-webhook"}
 YAML
+  # Its certificate Secret, empty, as deploy/ ships it: the webhook fills it
+  # and may create no Secret (docs/security.md "Webhook identity").
+  kc -n "$WEBHOOK_NAMESPACE" get secret multinet-webhook-certs >/dev/null 2>&1 ||
+    kc -n "$WEBHOOK_NAMESPACE" create secret generic multinet-webhook-certs >/dev/null
 }
 
 webhook_ready() { curl -fsS "http://$WEBHOOK_PROBE_ADDRESS/readyz" >/dev/null; }

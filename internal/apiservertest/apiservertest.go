@@ -47,6 +47,7 @@ import (
 	"time"
 
 	"github.com/multinet/multinet/internal/testskip"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensions "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -611,9 +612,11 @@ type missingError struct{ err error }
 func (e *missingError) Error() string { return e.err.Error() }
 func (e *missingError) Unwrap() error { return e.err }
 
-// ServiceAccountConfig creates (replacing what is there) the ClusterRoles and
-// ClusterRoleBindings of rbacFile, a multi-document YAML file named from the
-// module root (e.g. "deploy/base/multinetd-rbac.yaml"), and returns a
+// ServiceAccountConfig creates (replacing what is there) the ClusterRoles,
+// ClusterRoleBindings, Roles and RoleBindings of rbacFile, a multi-document
+// YAML file named from the module root (e.g.
+// "deploy/base/multinetd-rbac.yaml"; Roles and RoleBindings without a
+// namespace go into namespace, created when missing), and returns a
 // configuration impersonating ServiceAccount namespace/name with the groups
 // the API server gives it: a component tested with it has exactly the
 // privileges the install gives it. Other kinds in the file are skipped.
@@ -654,8 +657,42 @@ func (s *Server) ServiceAccountConfig(tb testing.TB, rbacFile, namespace, name s
 			if _, err := kc.RbacV1().ClusterRoleBindings().Create(ctx, &b, metav1.CreateOptions{}); err != nil {
 				tb.Fatal(err)
 			}
+		case "Role":
+			var r rbacv1.Role
+			if err := yaml.UnmarshalStrict([]byte(doc), &r); err != nil {
+				tb.Fatalf("%s: %v", rbacFile, err)
+			}
+			ns := ensureNamespace(ctx, tb, kc, r.Namespace, namespace)
+			_ = kc.RbacV1().Roles(ns).Delete(ctx, r.Name, metav1.DeleteOptions{})
+			if _, err := kc.RbacV1().Roles(ns).Create(ctx, &r, metav1.CreateOptions{}); err != nil {
+				tb.Fatal(err)
+			}
+		case "RoleBinding":
+			var b rbacv1.RoleBinding
+			if err := yaml.UnmarshalStrict([]byte(doc), &b); err != nil {
+				tb.Fatalf("%s: %v", rbacFile, err)
+			}
+			ns := ensureNamespace(ctx, tb, kc, b.Namespace, namespace)
+			_ = kc.RbacV1().RoleBindings(ns).Delete(ctx, b.Name, metav1.DeleteOptions{})
+			if _, err := kc.RbacV1().RoleBindings(ns).Create(ctx, &b, metav1.CreateOptions{}); err != nil {
+				tb.Fatal(err)
+			}
 		}
 	}
 	return s.ConfigAs("system:serviceaccount:"+namespace+":"+name,
 		"system:serviceaccounts", "system:serviceaccounts:"+namespace, "system:authenticated")
+}
+
+// ensureNamespace returns ns, or def when ns is empty, after creating that
+// namespace if it does not exist.
+func ensureNamespace(ctx context.Context, tb testing.TB, kc kubernetes.Interface, ns, def string) string {
+	tb.Helper()
+	if ns == "" {
+		ns = def
+	}
+	_, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		tb.Fatalf("namespace %s: %v", ns, err)
+	}
+	return ns
 }

@@ -129,6 +129,11 @@ func TestWebhookNamespaceIsolation(t *testing.T) {
 	if _, err := adm.ValidatingWebhookConfigurations().Create(ctx, &vwc, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create %s: %v", name, err)
 	}
+	// Its certificate Secret, empty, as an install ships it: the webhook's
+	// identity may fill it but create no Secret.
+	if _, err := testCluster.kube.CoreV1().Secrets(env["WEBHOOK_NAMESPACE"]).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secret}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create Secret %s: %v", secret, err)
+	}
 
 	logPath := filepath.Join(testCluster.mustEnv(t, "LOG_DIR"), name+".log")
 	logf, err := os.Create(logPath)

@@ -1,6 +1,8 @@
 // Package certs creates, checks and rotates the webhook's certificate
 // authority and TLS serving certificate (crypto/x509, ECDSA P-256), and
 // keeps them in a Secret that every replica of the webhook shares (Manager).
+// The Secret is shipped empty by the install and filled here: the webhook
+// may update that one Secret and create none.
 //
 // A certificate is renewed once two thirds of its lifetime have passed
 // (RenewAt). After a CA rotation the previous CA stays in the CA bundle

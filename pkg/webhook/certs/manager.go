@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -95,7 +94,7 @@ func NewManager(secrets corev1client.SecretsGetter, o ManagerOptions) (*Manager,
 		o:       o,
 		rotations: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "multinet", Subsystem: "webhook", Name: "cert_rotations_total",
-			Help: "Writes of the webhook certificate Secret by this process (creation and renewals).",
+			Help: "Writes of the webhook certificate Secret by this process (first fill and renewals).",
 		}),
 		expiry: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "multinet", Subsystem: "webhook", Name: "serving_cert_expiry_timestamp_seconds",
@@ -139,8 +138,8 @@ func (m *Manager) Ready() error {
 	return nil
 }
 
-// Sync reads the Secret, renews what Plan says (creating or updating the
-// Secret; on a conflict with another replica it starts over with what that
+// Sync reads the Secret, renews what Plan says (updating the Secret, which
+// must exist: ErrSecretMissing otherwise; on a conflict with another replica it starts over with what that
 // replica wrote), calls OnCABundle and then serves the Secret's serving
 // certificate. When OnCABundle fails, a new serving certificate is loaded
 // only if nothing is served yet or the served one expires within
@@ -188,41 +187,38 @@ func (m *Manager) sync(ctx context.Context) error {
 	return cbErr
 }
 
-// reconcileSecret brings the Secret to Plan's state and returns it.
+// ErrSecretMissing is returned (wrapped) by Sync when the certificate Secret
+// does not exist: the Manager fills a Secret the install ships and never
+// creates one (deploy/base/webhook-rbac.yaml gives no Secret create).
+var ErrSecretMissing = errors.New("certificate Secret does not exist")
+
+// reconcileSecret brings the Secret to Plan's state and returns it. The
+// Secret must exist (empty, as the manifests ship it, or filled by an
+// earlier Sync): a missing one is ErrSecretMissing, never created.
 func (m *Manager) reconcileSecret(ctx context.Context) (*State, error) {
 	ref := klog.KRef(m.o.Namespace, m.o.SecretName)
 	const attempts = 5
 	for range attempts {
 		sec, err := m.secrets.Get(ctx, m.o.SecretName, metav1.GetOptions{})
-		exists := err == nil
-		if err != nil && !apierrors.IsNotFound(err) {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("%w: %s (the install ships it empty and the webhook fills it; "+
+				"create it with `kubectl -n %s create secret generic %s`, or re-apply the manifests)",
+				ErrSecretMissing, ref, m.o.Namespace, m.o.SecretName)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("reading certificate Secret %s: %w", ref, err)
 		}
-		var data map[string][]byte
-		if exists {
-			data = sec.Data
-		}
-		st, reasons, err := Plan(data, m.o.Spec, m.o.Now())
+		st, reasons, err := Plan(sec.Data, m.o.Spec, m.o.Now())
 		if err != nil {
 			return nil, fmt.Errorf("certificate Secret %s: %w", ref, err)
 		}
 		if len(reasons) == 0 {
 			return st, nil
 		}
-		if !exists {
-			sec = &corev1.Secret{
-				ObjectMeta: metav1.ObjectMeta{Namespace: m.o.Namespace, Name: m.o.SecretName,
-					Labels: map[string]string{"app.kubernetes.io/managed-by": "multinet-webhook"}},
-				Type: corev1.SecretTypeTLS,
-				Data: st.Data(),
-			}
-			_, err = m.secrets.Create(ctx, sec, metav1.CreateOptions{})
-		} else {
-			sec = sec.DeepCopy()
-			sec.Data = st.Data()
-			_, err = m.secrets.Update(ctx, sec, metav1.UpdateOptions{})
-		}
-		if apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) {
+		sec = sec.DeepCopy()
+		sec.Data = st.Data()
+		_, err = m.secrets.Update(ctx, sec, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
 			continue // another replica wrote it first: use theirs
 		}
 		if err != nil {

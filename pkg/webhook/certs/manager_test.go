@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -40,6 +41,18 @@ func newTestManager(t *testing.T, cs *fake.Clientset, clk *clock, onCA func(cont
 	return m
 }
 
+// emptySecret is the certificate Secret as the install ships it: no type
+// (Opaque), no data.
+func emptySecret(namespace, name string) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+}
+
+// newClientset is a fake API holding the shipped, empty certificate Secret
+// multinet-system/certs (newTestManager's) and ns/s.
+func newClientset() *fake.Clientset {
+	return fake.NewClientset(emptySecret("multinet-system", "certs"), emptySecret("ns", "s"))
+}
+
 func servedLeaf(t *testing.T, m *Manager) *x509.Certificate {
 	t.Helper()
 	c, err := m.GetCertificate(nil)
@@ -61,7 +74,7 @@ func writes(cs *fake.Clientset) int {
 
 func TestManagerCreatesAndShares(t *testing.T) {
 	ctx := context.Background()
-	cs := fake.NewClientset()
+	cs := newClientset()
 	clk := &clock{now: t0}
 	var bundles [][]byte
 	m := newTestManager(t, cs, clk, func(_ context.Context, b []byte) error { bundles = append(bundles, b); return nil })
@@ -74,9 +87,6 @@ func TestManagerCreatesAndShares(t *testing.T) {
 	sec, err := cs.CoreV1().Secrets("multinet-system").Get(ctx, "certs", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
-	}
-	if sec.Type != corev1.SecretTypeTLS {
-		t.Errorf("Secret type %q", sec.Type)
 	}
 	for _, k := range []string{TLSCertKey, TLSKeyKey, CACertKey, CAKeyKey} {
 		if len(sec.Data[k]) == 0 {
@@ -113,9 +123,72 @@ func TestManagerCreatesAndShares(t *testing.T) {
 	}
 }
 
-func TestManagerRotatesAndPublishesFirst(t *testing.T) {
+// The install ships the Secret empty (deploy/base/webhook-rbac.yaml): the
+// Manager fills it with an update and serves what it wrote; it never
+// creates a Secret (the webhook's Role has no create).
+func TestManagerFillsShippedEmptySecret(t *testing.T) {
+	ctx := context.Background()
+	cs := newClientset()
+	m := newTestManager(t, cs, &clock{now: t0}, nil)
+	if err := m.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sec, err := cs.CoreV1().Secrets("multinet-system").Get(ctx, "certs", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{TLSCertKey, TLSKeyKey, CACertKey, CAKeyKey} {
+		if len(sec.Data[k]) == 0 {
+			t.Errorf("Secret not filled: no %s", k)
+		}
+	}
+	if !servedLeaf(t, m).Equal(mustLeaf(t, sec.Data[TLSCertKey])) {
+		t.Error("served certificate is not the one written into the Secret")
+	}
+	for _, a := range cs.Actions() {
+		if a.GetVerb() == "create" {
+			t.Errorf("Manager called create on %s", a.GetResource().Resource)
+		}
+	}
+}
+
+// A missing Secret is an error that names it and says how to get it back;
+// the Manager does not create it and serves nothing.
+func TestManagerMissingSecret(t *testing.T) {
 	ctx := context.Background()
 	cs := fake.NewClientset()
+	m := newTestManager(t, cs, &clock{now: t0}, nil)
+	err := m.Sync(ctx)
+	if !errors.Is(err, ErrSecretMissing) {
+		t.Fatalf("Sync with no Secret: %v, want ErrSecretMissing", err)
+	}
+	for _, want := range []string{"multinet-system/certs", "kubectl -n multinet-system create secret generic certs"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not contain %q", err, want)
+		}
+	}
+	for _, a := range cs.Actions() {
+		if a.GetVerb() != "get" {
+			t.Errorf("Manager called %s on %s with no Secret", a.GetVerb(), a.GetResource().Resource)
+		}
+	}
+	if m.Ready() == nil {
+		t.Error("ready without a Secret")
+	}
+}
+
+func mustLeaf(t *testing.T, pemData []byte) *x509.Certificate {
+	t.Helper()
+	c, err := ParseCertificates(pemData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c[0]
+}
+
+func TestManagerRotatesAndPublishesFirst(t *testing.T) {
+	ctx := context.Background()
+	cs := newClientset()
 	clk := &clock{now: t0}
 	var m *Manager
 	var servedAtPublish []*x509.Certificate
@@ -163,7 +236,7 @@ func TestManagerRotatesAndPublishesFirst(t *testing.T) {
 
 func TestManagerPublishFailure(t *testing.T) {
 	ctx := context.Background()
-	cs := fake.NewClientset()
+	cs := newClientset()
 	clk := &clock{now: t0}
 	fail := errors.New("no configuration yet")
 	var failing bool
@@ -205,15 +278,21 @@ func TestManagerRaces(t *testing.T) {
 	ctx := context.Background()
 	clk := &clock{now: t0}
 
-	// Create loses to another replica: the manager uses the winner's data.
-	cs := fake.NewClientset()
+	// The first fill loses to another replica: the manager uses the
+	// winner's data.
+	cs := newClientset()
 	winner, _ := mustPlan(t, nil, testSpec, t0)
-	cs.PrependReactor("create", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+	lost := false
+	cs.PrependReactor("update", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if lost {
+			return false, nil, nil
+		}
+		lost = true
 		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "multinet-system", Name: "certs"}, Data: winner.Data()}
-		if err := cs.Tracker().Add(sec); err != nil {
+		if err := cs.Tracker().Update(schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, sec, "multinet-system"); err != nil {
 			t.Fatal(err)
 		}
-		return true, nil, apierrors.NewAlreadyExists(schema.GroupResource{Resource: "secrets"}, "certs")
+		return true, nil, apierrors.NewConflict(schema.GroupResource{Resource: "secrets"}, "certs", errors.New("stale"))
 	})
 	m := newTestManager(t, cs, clk, nil)
 	if err := m.Sync(ctx); err != nil {
@@ -245,7 +324,7 @@ func TestManagerRunWakesForRenewal(t *testing.T) {
 	if testing.Short() {
 		testskip.Skip(t, "waits for a real renewal")
 	}
-	cs := fake.NewClientset()
+	cs := newClientset()
 	spec := testSpec
 	// Life = Backdate (300 s) + 153 s = 453 s; 2/3 of it is 302 s after
 	// NotBefore = now-300 s: renewal is due 2 s from now.
@@ -281,7 +360,7 @@ func TestManagerRunWakesForRenewal(t *testing.T) {
 // not after CheckInterval: before, the deployed webhook left caBundle empty
 // for CheckInterval when kubectl apply created its Deployment first.
 func TestManagerRunRetriesAFailedFirstSync(t *testing.T) {
-	cs := fake.NewClientset()
+	cs := newClientset()
 	var mu sync.Mutex
 	published := 0
 	configured := false

@@ -137,7 +137,8 @@ func testPod(annotations map[string]string) *corev1.Pod {
 func TestRunSelfManagedTLS(t *testing.T) {
 	port := freePort(t)
 	base := fmt.Sprintf("https://127.0.0.1:%d", port)
-	kube := fake.NewClientset()
+	// The certificate Secret as the install ships it: empty.
+	kube := fake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "multinet-system", Name: "multinet-webhook-certs"}})
 	nad := nadv1.NetworkAttachmentDefinition{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "net-a", Annotations: map[string]string{nadv1.ResourceNameAnnotation: "example.com/net-a"}},
 	}
@@ -370,7 +371,8 @@ func TestRunPortInUse(t *testing.T) {
 	defer l.Close()
 	port := l.Addr().(*net.TCPAddr).Port
 	cfg := Config{
-		Kube: fake.NewClientset(), NADClient: nadClient(t), Host: "127.0.0.1", Port: port, Namespace: "ns", SecretName: "s",
+		Kube:      fake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s"}}),
+		NADClient: nadClient(t), Host: "127.0.0.1", Port: port, Namespace: "ns", SecretName: "s",
 		CertSpec:     certs.Spec{CAValidity: time.Hour, CertValidity: time.Hour},
 		Registration: registration.Options{MutatingName: "m", ValidatingName: "v", URL: fmt.Sprintf("https://127.0.0.1:%d", port)},
 	}
