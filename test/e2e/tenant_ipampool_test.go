@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -35,8 +34,7 @@ func ipamBridgeNAD(t *testing.T, ns, name, pool string) {
 		"cniVersion": "1.1.0", "name": name, "type": "bridge", "bridge": bridge,
 		"ipam": map[string]any{
 			"type": "multinet-ipam", "pool": pool,
-			"socketPath": filepath.Join(testCluster.mustEnv(t, "MULTINET_CLUSTER_DIR"), "multinet", "run", "ipam.sock"),
-			"ranges":     [][]map[string]string{{{"subnet": fmt.Sprintf("10.252.%d.0/24", nextSubnet())}}},
+			"ranges": [][]map[string]string{{{"subnet": fmt.Sprintf("10.252.%d.0/24", nextSubnet())}}},
 		},
 	}, nil)
 }
