@@ -16,6 +16,12 @@
 // IPAMClaim (multi-net spec §4.1.2.1.11, §8) whose addresses are kept for
 // whichever pod uses the claim, until the claim is deleted.
 //
+// Pools belong to namespaces (Tenancy): a pool named by a tenant
+// namespace's NetworkAttachmentDefinition is that namespace's, keyed
+// "namespace/pool"; another namespace's pool is refused unless the admin
+// shares it; a namespace holds at most its limit of addresses
+// (docs/decisions/ipam-tenancy.md).
+//
 // Allocations are released by CNI DEL (Release), CNI GC (GC, with
 // cni.dev/valid-attachments) and Reconcile (holders that no longer exist:
 // pods, IPAMClaims), which multinetd runs periodically.

@@ -45,7 +45,9 @@ type IPAllocation struct {
 // +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable"
 type IPAllocationSpec struct {
 	// Pool names the address space the address was allocated from: the
-	// IPAM configuration's "pool", by default the CNI network name.
+	// IPAM configuration's "pool", by default the CNI network name;
+	// "<namespace>/<pool>" for a pool of a tenant namespace (named by a
+	// NetworkAttachmentDefinition there).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Pool string `json:"pool"`
