@@ -70,6 +70,7 @@ func main() {
 	defaultNets := flag.String("default-networks", "", "comma-separated NADs namespace/name multinetd attaches to every pod on net1, net2, … (as multinetd's defaultNetworks): a pod may not request those interface names")
 	systemNS := flag.String("system-namespaces", "kube-system", "comma-separated namespaces whose pods do not get --default-networks (as multinetd's systemNamespaces)")
 	undeclared := flag.String("undeclared-capabilities", string(podnetworks.RefuseUndeclared), "a key (mac, ips, …) whose capability no plugin of the NAD declares: refuse (deny the pod, spec §4.1.2.1.x.2) or multus (admit it with a warning; multinetd hands the value over as Multus does), as multinetd's undeclaredCapabilities")
+	flag.IntVar(&c.Handlers.MaxSelectionElements, "max-selection-elements", podnetworks.DefaultMaxSelectionElements, "most network selection elements a pod may have (its networks annotation), as multinetd's maxSelectionElements; more are denied")
 	lookupFailure := flag.String("nad-lookup-failure", string(webhook.RejectOnLookupFailure), "when the API server does not answer a NAD lookup: reject (answer 503; the client retries) or admit (with a warning; multinetd checks the selection at ADD)")
 
 	klog.InitFlags(nil)

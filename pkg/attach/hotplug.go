@@ -239,7 +239,7 @@ func (h *hotPlug) run(ctx context.Context) (attempted bool, err error) {
 	networks, present := h.pod.Annotations[selection.NetworksAnnotation]
 	var elems []selection.Element
 	if present {
-		if elems, err = selection.Parse(networks, h.pod.Namespace); err != nil {
+		if elems, err = e.opts.ParseSelectionElements(networks, h.pod.Namespace); err != nil {
 			// Never "nothing selected": a value that does not parse
 			// changes nothing (the webhook denies it).
 			h.refused = append(h.refused, fmt.Errorf("%s: %w", podnetworks.AnnotationField(selection.NetworksAnnotation), err))

@@ -87,7 +87,8 @@ func (o *explainOptions) run(ctx context.Context, s Streams, name string) error 
 	if err != nil {
 		return failed(fmt.Errorf("get pod %s/%s: %w", c.Namespace, name, err))
 	}
-	opts := explain.Options{DefaultNetworks: policy.DefaultNetworks, SystemNamespaces: policy.SystemNamespaces, UndeclaredCapabilities: policy.UndeclaredCapabilities}
+	opts := explain.Options{DefaultNetworks: policy.DefaultNetworks, SystemNamespaces: policy.SystemNamespaces, UndeclaredCapabilities: policy.UndeclaredCapabilities,
+		MaxSelectionElements: policy.MaxSelectionElements}
 	if o.policy.isolationSet() {
 		opts.Isolation = &policy.Isolation
 	}

@@ -21,6 +21,7 @@ type policyFlags struct {
 	defaultNetworks    []string
 	systemNamespaces   []string
 	undeclared         string
+	maxElements        int
 }
 
 // addPolicyFlags registers the policy flags on cmd.
@@ -32,6 +33,7 @@ func addPolicyFlags(cmd *cobra.Command) *policyFlags {
 	f.StringSliceVar(&p.defaultNetworks, "default-networks", nil, "comma-separated NADs namespace/name attached to every pod on net1, net2, … before its own networks (multinetd's defaultNetworks)")
 	f.StringSliceVar(&p.systemNamespaces, "system-namespaces", []string{"kube-system"}, "comma-separated namespaces whose pods do not get --default-networks (multinetd's systemNamespaces)")
 	f.StringVar(&p.undeclared, "undeclared-capabilities", string(podnetworks.RefuseUndeclared), "a key (mac, ips, …) whose capability no plugin of the NAD declares: refuse (the spec, §4.1.2.1.x.2) or multus (handed over as Multus does), as multinetd's undeclaredCapabilities")
+	f.IntVar(&p.maxElements, "max-selection-elements", podnetworks.DefaultMaxSelectionElements, "most network selection elements a pod may have, as multinetd's maxSelectionElements")
 	return p
 }
 
@@ -59,6 +61,10 @@ func (p *policyFlags) policy() (podnetworks.Policy, error) {
 		return out, &ExitError{Code: ExitUsage, Err: fmt.Errorf("--undeclared-capabilities: %w", err)}
 	}
 	out.UndeclaredCapabilities = u
+	if p.maxElements < 1 {
+		return out, &ExitError{Code: ExitUsage, Err: fmt.Errorf("--max-selection-elements %d: must be positive", p.maxElements)}
+	}
+	out.MaxSelectionElements = p.maxElements
 	out.SystemNamespaces = trimAll(p.systemNamespaces)
 	for _, ns := range out.SystemNamespaces {
 		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {

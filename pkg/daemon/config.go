@@ -158,6 +158,11 @@ type Config struct {
 	// IP= and runtimeConfig, with a Warning Event on the pod). The webhook's
 	// --undeclared-capabilities must match (docs/migrating-from-multus.md).
 	UndeclaredCapabilities string `json:"undeclaredCapabilities,omitempty"`
+	// MaxSelectionElements bounds the network selection elements of one
+	// pod (default podnetworks.DefaultMaxSelectionElements, 32): an ADD or
+	// hot-plug of a pod with more fails, naming the setting. The webhook's
+	// --max-selection-elements must match.
+	MaxSelectionElements int `json:"maxSelectionElements,omitempty"`
 	// RemoveCNIConfigOnExit removes ConfFileName when the daemon stops,
 	// before it drains in-flight operations. Off by default (spec §6.1: a
 	// restart or upgrade must not let pods start without multinet); turned
@@ -344,6 +349,9 @@ func (c *Config) Complete() error {
 		errs = append(errs, err)
 	} else {
 		c.UndeclaredCapabilities = string(u)
+	}
+	if c.MaxSelectionElements < 0 {
+		errs = append(errs, fmt.Errorf("maxSelectionElements %d: must be positive (0 or unset: %d)", c.MaxSelectionElements, podnetworks.DefaultMaxSelectionElements))
 	}
 	for i, ns := range c.SystemNamespaces {
 		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {

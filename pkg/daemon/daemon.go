@@ -175,6 +175,7 @@ func Run(ctx context.Context, cfg Config) error {
 			SystemNamespaces: cfg.SystemNamespaces,
 			// Checked by Complete.
 			UndeclaredCapabilities: podnetworks.UndeclaredCapabilities(cfg.UndeclaredCapabilities),
+			MaxSelectionElements:   cfg.MaxSelectionElements,
 		},
 	})
 	if err != nil {

@@ -64,6 +64,9 @@ type Options struct {
 	// UndeclaredCapabilities is multinetd's undeclaredCapabilities (see
 	// podnetworks.Policy); "" means the default, "refuse".
 	UndeclaredCapabilities podnetworks.UndeclaredCapabilities
+	// MaxSelectionElements is multinetd's maxSelectionElements (0: the
+	// default).
+	MaxSelectionElements int
 	// ResourceNameKeys are the NAD annotations naming a device resource, in
 	// order of preference; nil means the daemon's default (the spec's key,
 	// then the legacy one).
@@ -217,7 +220,8 @@ func (x *Explanation) allAttachments() []*Attachment {
 func (e *explainer) run() error {
 	x, pod := e.x, e.pod
 	e.readStatus()
-	policy := podnetworks.Policy{DefaultNetworks: e.opts.DefaultNetworks, SystemNamespaces: e.opts.SystemNamespaces, UndeclaredCapabilities: e.opts.UndeclaredCapabilities}
+	policy := podnetworks.Policy{DefaultNetworks: e.opts.DefaultNetworks, SystemNamespaces: e.opts.SystemNamespaces, UndeclaredCapabilities: e.opts.UndeclaredCapabilities,
+		MaxSelectionElements: e.opts.MaxSelectionElements}
 	if e.opts.Isolation == nil {
 		x.Notes = append(x.Notes, "namespace isolation not checked: pass --namespace-isolation (and --global-namespaces) as multinetd is configured (spec §7.4)")
 	} else {

@@ -90,7 +90,7 @@ func hasSub(list []string, sub string) bool {
 
 func TestExplainPlansLikeTheDaemon(t *testing.T) {
 	s := newStore(
-		nad("ns1", "net-a", macConf, map[string]string{nadv1.ResourceNameAnnotation: "example.com/pool"}),
+		nad("ns1", "net-a", macConf, map[string]string{nadv1.ResourceNameAnnotation: "example.com/pool", podnetworks.AcceptCNIArgsAnnotation: "true"}),
 		nad("shared", "net-b", plainConf, nil),
 	)
 	p := pod("ns1", "web", map[string]string{selection.NetworksAnnotation: `[` +

@@ -12,7 +12,7 @@ import (
 )
 
 func TestWriteText(t *testing.T) {
-	s := newStore(nad("ns1", "net-a", macConf, map[string]string{nadv1.ResourceNameAnnotation: "example.com/pool"}))
+	s := newStore(nad("ns1", "net-a", macConf, map[string]string{nadv1.ResourceNameAnnotation: "example.com/pool", "multinet.io/accept-cni-args": "true"}))
 	p := pod("ns1", "web", map[string]string{
 		selection.NetworksAnnotation: "[\n  {\"name\":\"net-a\",\"mac\":\"02:00:00:00:00:01\",\"cni-args\":{\"x\":1}},\n  {\"name\":\"gone\"}\n]",
 		"k8s.v1.cni.cncf.io/network-status": `[{"name":"default-net","interface":"eth0","ips":["10.0.0.2"],"mac":"02:00:00:00:00:09","default":true},` +

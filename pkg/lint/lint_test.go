@@ -297,7 +297,7 @@ func TestLintPods(t *testing.T) {
 					networks: `[{"name":"broken","namespace":"default","interface":"net1"}]`},
 			}},
 		{"§4.1.2.1.6.2 cni-args cannot be merged into a config whose args is not an object",
-			nad("", "n", badArgsConf) + pod("", "p", `[{"name":"n","cni-args":{"k":"v"}}]`), Options{},
+			strings.Replace(nad("", "n", badArgsConf), "metadata:\n", "metadata:\n  annotations: {multinet.io/accept-cni-args: \"true\"}\n", 1) + pod("", "p", `[{"name":"n","cni-args":{"k":"v"}}]`), Options{},
 			[]want{
 				{kind: "NetworkAttachmentDefinition", ns: "default", name: "n"},
 				{kind: "Pod", ns: "default", name: "p", errors: []string{networksAnno + `networks[0] "n": field "cni-args": cannot be merged into CNI config "n" plugins[0].args: not a JSON object: "not an object" (spec §4.1.2.1.6.2)`},

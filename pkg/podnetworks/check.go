@@ -81,6 +81,39 @@ type Policy struct {
 	// RefuseUndeclared refuse it (the spec), MultusUndeclared hands it over
 	// as Multus does and lists it in Attachment.Undeclared.
 	UndeclaredCapabilities UndeclaredCapabilities
+	// MaxSelectionElements bounds the network selection elements of a
+	// pod's networks annotation (multinetd's maxSelectionElements, the
+	// webhook's --max-selection-elements); 0 is
+	// DefaultMaxSelectionElements. More are refused before any is decoded.
+	MaxSelectionElements int
+}
+
+// DefaultMaxSelectionElements is Policy.MaxSelectionElements when unset:
+// far above what a pod uses (a multi-homed CNF has a handful; every
+// attachment is a delegate run, a link and addresses on the node), far
+// below what would let one pod tie up a node's multinetd.
+const DefaultMaxSelectionElements = 32
+
+// MaxElements is p.MaxSelectionElements, or DefaultMaxSelectionElements
+// when it is 0.
+func (p Policy) MaxElements() int {
+	if p.MaxSelectionElements > 0 {
+		return p.MaxSelectionElements
+	}
+	return DefaultMaxSelectionElements
+}
+
+// ParseSelectionElements parses a pod's networks annotation
+// (selection.ParseLimit) with the bound of the policy: more than
+// MaxElements elements are refused, counted before any is decoded, with an
+// error naming the setting.
+func (p Policy) ParseSelectionElements(annotation, podNamespace string) ([]selection.Element, error) {
+	elems, err := selection.ParseLimit(annotation, podNamespace, p.MaxElements())
+	var tm *selection.TooManyElementsError
+	if errors.As(err, &tm) {
+		return nil, fmt.Errorf("%w (multinetd's maxSelectionElements, the webhook's --max-selection-elements)", err)
+	}
+	return elems, err
 }
 
 // DefaultNetworksFor returns the networks of DefaultNetworks a pod of
@@ -302,7 +335,7 @@ func (c *checker) run() error {
 		}
 	}
 	if raw, ok := c.pod.Annotations[selection.NetworksAnnotation]; ok {
-		elems, err := selection.Parse(raw, ns)
+		elems, err := c.opts.ParseSelectionElements(raw, ns)
 		if err != nil {
 			c.parseProblems(selection.NetworksAnnotation, err)
 		}
@@ -516,6 +549,10 @@ func (c *checker) planElements(allowed []bool, reserved map[string]string) error
 // plan plans attachment a with list and records a key that list cannot
 // honour.
 func (c *checker) plan(annotation string, index int, a *Attachment, list *libcni.NetworkConfigList) {
+	if reason := c.refuseCNIArgs(a); reason != "" {
+		c.elementProblem(annotation, index, a.Element, "cni-args", "", reason, "4.1.2.1.6")
+		return
+	}
 	planned, err := netconf.PlanAttachment(netconf.Network{Element: a.Element, ConfList: list,
 		HandOverUndeclared: c.opts.UndeclaredCapabilities.handOver()}, a.IfName)
 	if err != nil {

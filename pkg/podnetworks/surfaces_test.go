@@ -66,7 +66,8 @@ func nadOf(ns, name, config string, annotations map[string]string) *nadv1.Networ
 
 // standardNADs: team/nocap, team/caps, team/macvlan1 (Multus's
 // default-route NAD), team/badtype (a plugin type with a path separator),
-// team/badversion (cniVersion 9.9.9), team/badargs (args not an object),
+// team/badversion (cniVersion 9.9.9), team/badargs (args not an object;
+// accepts cni-args), team/argsok (accepts cni-args),
 // team/badrn (a malformed resourceName), team/disk (no spec.config),
 // other/net, shared/net, shared/side (for defaultNetworks).
 func standardNADs() []*nadv1.NetworkAttachmentDefinition {
@@ -76,7 +77,8 @@ func standardNADs() []*nadv1.NetworkAttachmentDefinition {
 		nadOf(podNS, "macvlan1", multusRouteConf, nil),
 		nadOf(podNS, "badtype", `{"cniVersion":"0.3.1","plugins":[{"type":"bridge"},{"type":"../bin/sh"}]}`, nil),
 		nadOf(podNS, "badversion", `{"cniVersion":"9.9.9","type":"bridge"}`, nil),
-		nadOf(podNS, "badargs", `{"cniVersion":"1.0.0","type":"bridge","args":"not an object"}`, nil),
+		nadOf(podNS, "badargs", `{"cniVersion":"1.0.0","type":"bridge","args":"not an object"}`, map[string]string{podnetworks.AcceptCNIArgsAnnotation: "true"}),
+		nadOf(podNS, "argsok", nocapConf, map[string]string{podnetworks.AcceptCNIArgsAnnotation: "true"}),
 		nadOf(podNS, "badrn", nocapConf, map[string]string{nadv1.ResourceNameAnnotation: "sriov"}),
 		nadOf(podNS, "disk", "", nil),
 		nadOf(otherNS, "net", nocapConf, nil),
@@ -171,6 +173,16 @@ var surfaceCases = []surfaceCase{
 		want: []string{over + `default-network[0] "nocap": field "mac": needs runtimeConfig "mac", but no plugin of CNI config "nocap" declares "capabilities": {"mac": true} (spec §4.1.2.1.4.2)`}},
 	{name: "default-network override: isolation", override: "other/net", networks: "nocap", policy: isolated,
 		want: []string{over + `network "other/net" is in namespace "other", which a pod in namespace "team" may not use: namespace isolation allows only the pod's own namespace and the global namespaces "shared" (spec §7.4)`}},
+	{name: "cni-args to a NAD that does not opt in", networks: `[{"name":"nocap","cni-args":{"sysctl":{"net.ipv4.ip_forward":"1"}}}]`,
+		want: []string{nets + `networks[0] "nocap": field "cni-args": NetworkAttachmentDefinition team/nocap does not accept cni-args: its plugins would read them as their own configuration (host-local and static "ips", tuning "mac" and "sysctl"); its owner opts in with the annotation multinet.io/accept-cni-args: "true" (spec §4.1.2.1.6)`}},
+	{name: "cni-args to a NAD that opts in", networks: `[{"name":"argsok","cni-args":{"sysctl":{"net.ipv4.ip_forward":"1"}}}]`},
+	{name: "cni-args under undeclaredCapabilities multus (Multus's behaviour)", networks: `[{"name":"nocap","cni-args":{"sysctl":{"net.ipv4.ip_forward":"1"}}}]`,
+		policy: podnetworks.Policy{UndeclaredCapabilities: podnetworks.MultusUndeclared}},
+	{name: "more selection elements than the default limit", networks: strings.Repeat("nocap,", 999) + "nocap",
+		want: []string{nets + `networks annotation: selects 1000 network selection elements; a pod may have at most 32 (multinetd's maxSelectionElements, the webhook's --max-selection-elements)`}},
+	{name: "more selection elements than a configured limit", networks: "nocap,caps,argsok", policy: podnetworks.Policy{MaxSelectionElements: 2},
+		want: []string{nets + `networks annotation: selects 3 network selection elements; a pod may have at most 2 (multinetd's maxSelectionElements, the webhook's --max-selection-elements)`}},
+	{name: "as many selection elements as a configured limit", networks: "nocap,caps", policy: podnetworks.Policy{MaxSelectionElements: 2}},
 	{name: "both annotations wrong: networks first", override: "gone", networks: "nocap@eth0",
 		want: []string{
 			nets + `networks[0] "nocap": field "interface": "eth0" is used by the default network (spec §4.1.2.1.5)`,

@@ -147,6 +147,9 @@ func (e *AnnotationError) Unwrap() []error {
 type collector struct {
 	annotation string
 	problems   []*ValidationError
+	// tooMany is set when the list has more elements than allowed
+	// (ParseLimit): nothing else is decoded, and it is the error.
+	tooMany *TooManyElementsError
 }
 
 func (c *collector) add(index int, network, field, value, reason, section string) {

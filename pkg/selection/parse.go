@@ -24,19 +24,46 @@ import (
 // in canonical form. On any problem Parse returns nil and an
 // *AnnotationError listing all of them.
 func Parse(annotation string, podNamespace string) ([]Element, error) {
+	return ParseLimit(annotation, podNamespace, 0)
+}
+
+// TooManyElementsError is an annotation that selects more network selection
+// elements than a pod may have (ParseLimit's max). Nothing of it was
+// decoded.
+type TooManyElementsError struct {
+	// Count is how many elements the annotation holds (the comma-delimited
+	// form: its commas plus one); Max is the limit.
+	Count, Max int
+}
+
+func (e *TooManyElementsError) Error() string {
+	return fmt.Sprintf("networks annotation: selects %d network selection elements; a pod may have at most %d", e.Count, e.Max)
+}
+
+// ParseLimit is Parse with a bound: an annotation of more than max
+// elements (max > 0; 0 is no bound) fails with a *TooManyElementsError.
+// The elements are counted before any is decoded or validated (the JSON
+// form is checked for syntax and split at its top level; the
+// comma-delimited form's commas are counted), so that a huge selection
+// costs no more than a scan.
+func ParseLimit(annotation string, podNamespace string, max int) ([]Element, error) {
 	c := collector{annotation: networksLabel}
 	s := strings.TrimSpace(annotation)
 	if s == "" {
 		return nil, nil
 	}
+	opt := options{maxElements: max}
 	var elems []Element
 	switch s[0] {
 	case '[':
-		elems = parseJSONList(&c, s, podNamespace, options{})
+		elems = parseJSONList(&c, s, podNamespace, opt)
 	case '{':
 		c.add(-1, "", "", "", "is a single JSON object; the JSON format is a list of objects: wrap it in [ ]", secJSON)
 	default:
-		elems = parseCommaList(&c, s, podNamespace, options{})
+		elems = parseCommaList(&c, s, podNamespace, opt)
+	}
+	if c.tooMany != nil {
+		return nil, c.tooMany
 	}
 	validateSet(&c, elems)
 	if err := c.err(); err != nil {
@@ -151,6 +178,10 @@ func parseJSONList(c *collector, s string, podNamespace string, opt options) []E
 	if len(raws) == 0 {
 		return nil
 	}
+	if opt.maxElements > 0 && len(raws) > opt.maxElements {
+		c.tooMany = &TooManyElementsError{Count: len(raws), Max: opt.maxElements}
+		return nil
+	}
 	elems := make([]Element, len(raws))
 	for i, raw := range raws {
 		bad := decodeElement(c, i, raw, &elems[i])
@@ -164,7 +195,12 @@ func parseJSONList(c *collector, s string, podNamespace string, opt options) []E
 
 // parseCommaList parses and validates the comma-delimited form (§4.1.1).
 func parseCommaList(c *collector, s string, podNamespace string, opt options) []Element {
-	elems := make([]Element, 0, strings.Count(s, ",")+1)
+	n := strings.Count(s, ",") + 1
+	if opt.maxElements > 0 && n > opt.maxElements {
+		c.tooMany = &TooManyElementsError{Count: n, Max: opt.maxElements}
+		return nil
+	}
+	elems := make([]Element, 0, n)
 	for idx := 0; ; idx++ {
 		item, rest, more := strings.Cut(s, ",")
 		item = strings.TrimSpace(item)

@@ -3,6 +3,7 @@ package selection
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
@@ -674,5 +675,33 @@ func TestElementUnmarshalInvalidJSON(t *testing.T) {
 	err := e.UnmarshalJSON([]byte(`{"name":`))
 	if err == nil || !strings.Contains(err.Error(), "network selection element: is not valid JSON") {
 		t.Errorf("UnmarshalJSON(invalid) = %v", err)
+	}
+}
+
+// ParseLimit refuses more elements than the bound, in both formats, before
+// decoding any: an invalid element beyond the bound is not reported, the
+// error is the count. At the bound, the elements parse as with Parse.
+func TestParseLimit(t *testing.T) {
+	var js, comma []string
+	for i := range 1000 {
+		js = append(js, fmt.Sprintf(`{"name":"net-%d","mac":"zz"}`, i)) // every element invalid
+		comma = append(comma, fmt.Sprintf("net-%d", i))
+	}
+	for name, ann := range map[string]string{"json": "[" + strings.Join(js, ",") + "]", "comma": strings.Join(comma, ",")} {
+		elems, err := ParseLimit(ann, "ns", 32)
+		var tm *TooManyElementsError
+		if !errors.As(err, &tm) || tm.Count != 1000 || tm.Max != 32 || elems != nil {
+			t.Errorf("%s: %v, %d elements; want a *TooManyElementsError 1000 > 32", name, err, len(elems))
+		}
+		if err != nil && !strings.Contains(err.Error(), "selects 1000 network selection elements; a pod may have at most 32") {
+			t.Errorf("%s: message %q", name, err)
+		}
+	}
+	elems, err := ParseLimit(strings.Join(comma[:32], ","), "ns", 32)
+	if err != nil || len(elems) != 32 {
+		t.Errorf("at the bound: %d elements, %v", len(elems), err)
+	}
+	if elems, err := ParseLimit(strings.Join(comma, ","), "ns", 0); err != nil || len(elems) != 1000 {
+		t.Errorf("no bound: %d elements, %v", len(elems), err)
 	}
 }

@@ -63,6 +63,8 @@ type options struct {
 	allowIPsWithClaim bool
 	// keepEmptyNamespace: Marshal has no pod namespace to fill in.
 	keepEmptyNamespace bool
+	// maxElements > 0 bounds the elements of a list (ParseLimit).
+	maxElements int
 }
 
 // validateElement checks the values of e (already decoded) and puts them in

@@ -124,10 +124,11 @@ func counterValue(t *testing.T, c *prometheus.CounterVec, result string) float64
 
 // A selection naming one missing NAD thousands of times, or many distinct
 // missing NADs, costs one live GET per distinct NAD and at most
-// podnetworks.MaxMissingLookups of them, and is denied.
+// podnetworks.MaxMissingLookups of them, and is denied (with the bound on
+// selection elements raised above them).
 func TestLiveNADLookupBounds(t *testing.T) {
 	live := &liveNADs{}
-	w := newHooks(t, Options{NADs: lister(t, standardNADs()...), LiveNAD: live.get})
+	w := newHooks(t, Options{NADs: lister(t, standardNADs()...), LiveNAD: live.get, Policy: podnetworks.Policy{MaxSelectionElements: 10000}})
 	ctx := context.Background()
 
 	same := strings.TrimSuffix(strings.Repeat("gone,", 5000), ",")

@@ -97,7 +97,7 @@ type Options struct {
 	// besides its annotations: namespace isolation (spec §7.4; the zero
 	// value allows every namespace), defaultNetworks, systemNamespaces and
 	// undeclaredCapabilities (under "multus" a pod relying on it is admitted
-	// with a warning per attachment).
+	// with a warning per attachment) and maxSelectionElements.
 	// Set it as multinetd is configured, or a pod passes admission and then
 	// fails at ADD.
 	podnetworks.Policy
@@ -153,6 +153,9 @@ func New(o Options) (*Webhooks, error) {
 		return nil, fmt.Errorf("webhook options: %w", err)
 	}
 	o.UndeclaredCapabilities = u
+	if o.MaxSelectionElements < 0 {
+		return nil, fmt.Errorf("webhook options: MaxSelectionElements %d: must be positive (0: %d)", o.MaxSelectionElements, podnetworks.DefaultMaxSelectionElements)
+	}
 	if o.ContainerIndex < 0 {
 		return nil, fmt.Errorf("webhook options: ContainerIndex %d: must not be negative", o.ContainerIndex)
 	}

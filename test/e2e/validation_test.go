@@ -244,7 +244,7 @@ func TestAdmissionRefusesInvalidSelections(t *testing.T) {
 	ns, other := newNamespace(t), newNamespace(t)
 	createNAD(t, ns, "nocap", nocapConfig, nil)
 	createNAD(t, ns, "caps", capsConfig, nil)
-	createNAD(t, ns, "badargs", badArgsConfig, nil)
+	createNAD(t, ns, "badargs", badArgsConfig, map[string]string{podnetworks.AcceptCNIArgsAnnotation: "true"}) // the pod's cni-args must reach the merge
 	createNAD(t, other, "net", nocapConfig, nil)
 	storeUnvalidatedNADs(t,
 		nadObject(ns, "badjson", badJSONConfig, nil),
