@@ -19,6 +19,11 @@
 #                    same command line, as a component; waits until it is
 #                    healthy and the node Ready (device-plugin re-registration
 #                    tests).
+#   identity         (re)applies the host-process webhook's identity and its
+#                    RBAC (write_webhook_identity): an uninstall that deletes
+#                    WEBHOOK_NAMESPACE takes its Role with it (TestUninstall
+#                    puts it back, so that the suite can run again on the
+#                    same cluster, as make test-layouts runs it).
 #
 # The binaries come from _output/bin (built by cluster-cni-multinet.sh up).
 set -euo pipefail
@@ -315,8 +320,11 @@ down)
 restart-kubelet)
   restart_kubelet
   ;;
+identity)
+  write_webhook_identity
+  ;;
 *)
-  echo "usage: $0 up|down|restart-kubelet" >&2
+  echo "usage: $0 up|down|restart-kubelet|identity" >&2
   exit 2
   ;;
 esac

@@ -155,6 +155,13 @@ func TestUninstall(t *testing.T) {
 	// Install again; the pod from before deletes cleanly from its records.
 	reinstalled = true
 	deployedScript(t, 10*time.Minute, nil, "apply")
+	// The uninstall deleted the namespace, and with it the Role of the
+	// host-process webhook identity that other tests run a webhook with
+	// (TestWebhookNamespaceIsolation): put it back, so that the suite can
+	// run again on this cluster (make test-layouts runs it once per node).
+	if out, err := exec.Command(filepath.Join("..", "..", "hack", "cluster-devices.sh"), "identity").CombinedOutput(); err != nil {
+		t.Errorf("hack/cluster-devices.sh identity: %v\n%s", err, out)
+	}
 	deletePod(t, ns, "survivor")
 	assertReleased(t, a)
 	assertNoRecords(t, ns)
