@@ -15,8 +15,8 @@ import (
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
-	"k8s.io/apiserver/pkg/authentication/user"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/cel/environment"
 	"sigs.k8s.io/yaml"
 )
@@ -363,4 +363,3 @@ func TestNodePolicyIPAMClaimStatus(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) { checkDecision(t, p.decide(t, tc.req), tc.refused) })
 	}
 }
-
