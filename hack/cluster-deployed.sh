@@ -164,6 +164,7 @@ apply() {
   rollout daemonset/multinet-deviceplugin
   rollout daemonset/multinet-dra-driver
   rollout deployment/multinet-webhook
+  rollout deployment/multinet-ipam-cleanup
   wait_until "the webhook sets caBundle" 60 "" ca_bundle_set
   kc -n "$NS" get pods -o wide
   log "multinet runs deployed (images $(awk '{print $2}' "$IMAGES_TXT" | tr '\n' ' ')); back to the host process: $0 down"

@@ -64,7 +64,7 @@ t0=$SECONDS
 CGO_ENABLED=0 GOOS=linux GOARCH=$GOARCH go build -trimpath -tags grpcnotrace \
   -ldflags "-s -w -X main.version=$TAG -X github.com/multinet/multinet/internal/version.Version=$TAG" -o "$BIN/" \
   ./cmd/multinetd ./cmd/multinet-delegate-launcher ./cmd/multinet-shim ./cmd/multinet-netdev ./cmd/multinet-ipam ./cmd/multinet-install \
-  ./cmd/multinet-webhook ./cmd/multinet-deviceplugin ./cmd/multinet-dra-driver
+  ./cmd/multinet-webhook ./cmd/multinet-ipam-cleanup ./cmd/multinet-deviceplugin ./cmd/multinet-dra-driver
 log "binaries built in $((SECONDS - t0))s"
 
 go build -o "$TOOLS/images" ./hack/tools/images

@@ -189,8 +189,8 @@ type Config struct {
 	// directory; "none" turns multinet-ipam off.
 	IPAMSocketPath string `json:"ipamSocketPath,omitempty"`
 	// IPAMReconcileInterval is the mean time (±50%) between two passes
-	// that release the addresses of pods and IPAMClaims that are gone; 0
-	// disables them.
+	// that release this node's addresses of pods and IPAMClaims that are
+	// gone (other nodes' are multinet-ipam-cleanup's); 0 disables them.
 	IPAMReconcileInterval Duration `json:"ipamReconcileInterval,omitempty"`
 	// IPAMSharedPools are the multinet-ipam pools the admin shares beyond
 	// their owner: {pool: "team-a/blue" or a cluster pool "blue",

@@ -102,10 +102,7 @@ func (a *Allocator) claimRound(ctx context.Context, cfg *Config, req Request) (o
 	if len(have) == len(cfg.RangeSets) {
 		return out, false, nil // nothing new to record
 	}
-	claim.Status.IPs = claim.Status.IPs[:0:0]
-	for _, ad := range out.Addresses {
-		claim.Status.IPs = append(claim.Status.IPs, ad.Prefix.String())
-	}
+	claim.Status.IPs = statusIPs(claim.Status.IPs, out.Addresses)
 	cctx, cancel := a.call(ctx)
 	defer cancel()
 	_, err = a.Claims.IPAMClaims(claim.Namespace).UpdateStatus(cctx, claim, metav1.UpdateOptions{})
@@ -117,6 +114,29 @@ func (a *Allocator) claimRound(ctx context.Context, cfg *Config, req Request) (o
 		return fail(fmt.Errorf("multinet-ipam: IPAMClaim %s/%s: writing status.ips: %w", claim.Namespace, claim.Name, err))
 	}
 	return out, false, nil
+}
+
+// statusIPs is the claim's new status.ips: the addresses in range set
+// order, each already recorded kept as written (a bare "10.1.2.3" stays
+// so), so that the write only adds entries: the node-scoped authority
+// policy refuses a daemon any change or removal of a claim's address
+// (docs/security.md "Node-scoped authority").
+func statusIPs(old []string, addrs []Address) []string {
+	written := map[netip.Addr]string{}
+	for _, raw := range old {
+		if p, err := (claimv1.IPAMClaimStatus{IPs: []string{raw}}).Prefixes(); err == nil && len(p) == 1 {
+			written[p[0].Addr().Unmap()] = raw
+		}
+	}
+	out := make([]string, 0, len(addrs))
+	for _, ad := range addrs {
+		if raw, ok := written[ad.Prefix.Addr().Unmap()]; ok {
+			out = append(out, raw)
+			continue
+		}
+		out = append(out, ad.Prefix.String())
+	}
+	return out
 }
 
 func (a *Allocator) getClaim(ctx context.Context, namespace, name string) (*claimv1.IPAMClaim, error) {

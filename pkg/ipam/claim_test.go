@@ -204,6 +204,12 @@ func TestClaimDeletionReleases(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Another node's daemon releases none of them: a node releases only its
+	// own allocations (docs/security.md "Node-scoped authority").
+	b := e.allocator(t, "node-b", false, nil)
+	if n, err := b.ReleaseClaim(ctx, string(claims["by-event"].UID)); err != nil || n != 0 {
+		t.Errorf("node-b's ReleaseClaim released %d of node-a's allocations, %v", n, err)
+	}
 	if n, err := a.ReleaseClaim(ctx, string(claims["by-event"].UID)); err != nil || n != 2 {
 		t.Errorf("ReleaseClaim released %d, %v", n, err)
 	}
@@ -230,5 +236,19 @@ func TestClaimDeletionReleases(t *testing.T) {
 	e.syncWatchCache(pool)
 	if res, err := a.Reconcile(context.Background(), ReconcileOptions{Owners: owners}); err != nil || res.ReleasedClaim != 2 {
 		t.Errorf("reconcile after re-creation: %+v, %v", res, err)
+	}
+}
+
+// A claim's status.ips written again with an address of a new range set
+// keeps each recorded entry as written (the node-scoped authority policy
+// lets a daemon only add entries).
+func TestStatusIPsOnlyAdds(t *testing.T) {
+	addrs := []Address{{Prefix: netip.MustParsePrefix("10.1.2.3/24")}, {Prefix: netip.MustParsePrefix("fd00::3/64")}}
+	got := statusIPs([]string{"10.1.2.3"}, addrs)
+	if want := []string{"10.1.2.3", "fd00::3/64"}; !slices.Equal(got, want) {
+		t.Errorf("statusIPs = %q, want %q", got, want)
+	}
+	if got := statusIPs(nil, addrs); !slices.Equal(got, []string{"10.1.2.3/24", "fd00::3/64"}) {
+		t.Errorf("statusIPs of a new claim = %q", got)
 	}
 }

@@ -18,14 +18,32 @@ import (
 )
 
 // Release releases the addresses the attachment (containerID, ifName)
-// holds, of any pool (CNI DEL). Claim-owned addresses stay (§8). Releasing
-// what is not held is no error. It returns the number released.
+// holds, of any pool (CNI DEL), that this node allocated (mine).
+// Claim-owned addresses stay (§8). Releasing what is not held is no error.
+// It returns the number released.
 func (a *Allocator) Release(ctx context.Context, containerID, ifName string) (int, error) {
 	held, err := a.attachmentAllocations(ctx, containerID, ifName)
 	if err != nil {
 		return 0, err
 	}
-	return a.releaseAll(ctx, held)
+	return a.releaseAll(ctx, a.mine(held))
+}
+
+// mine keeps the allocations of a.Node (every one when Node is empty: the
+// cross-node cleanup, multinet-ipam-cleanup). A node daemon may release
+// only its own node's allocations: the node-scoped authority policy
+// refuses it any other (docs/security.md "Node-scoped authority").
+func (a *Allocator) mine(objs []ipamv1.IPAllocation) []ipamv1.IPAllocation {
+	if a.Node == "" {
+		return objs
+	}
+	var out []ipamv1.IPAllocation
+	for _, o := range objs {
+		if o.Spec.Owner.Node == a.Node {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 func (a *Allocator) releaseAll(ctx context.Context, objs []ipamv1.IPAllocation) (int, error) {
@@ -44,7 +62,8 @@ func (a *Allocator) releaseAll(ctx context.Context, objs []ipamv1.IPAllocation) 
 }
 
 // ReleaseClaim releases the addresses of the IPAMClaim with metadata.uid
-// uid (after the claim was deleted). It returns the number released.
+// uid (after the claim was deleted) that this node allocated (mine; every
+// node's when Allocator.Node is empty). It returns the number released.
 func (a *Allocator) ReleaseClaim(ctx context.Context, uid string) (int, error) {
 	cctx, cancel := a.call(ctx)
 	defer cancel()
@@ -59,7 +78,7 @@ func (a *Allocator) ReleaseClaim(ctx context.Context, uid string) (int, error) {
 			objs = append(objs, o)
 		}
 	}
-	return a.releaseAll(ctx, objs)
+	return a.releaseAll(ctx, a.mine(objs))
 }
 
 // GCAttachment is an attachment CNI GC keeps (cni.dev/valid-attachments).
@@ -145,7 +164,8 @@ type ReconcileOptions struct {
 	Owners Owners
 	// MinAge spares allocations younger than this (default 0).
 	MinAge time.Duration
-	// Node restricts the pass to the allocations of one node ("" = all).
+	// Node restricts the pass to the allocations of one node ("" = all:
+	// only multinet-ipam-cleanup may release other nodes' allocations).
 	Node string
 }
 
@@ -163,7 +183,8 @@ type ReconcileResult struct {
 // scoped IPAllocation cannot carry an ownerReference to a namespaced
 // IPAMClaim that the garbage collector would honour; docs/decisions/ipam.md).
 // Allocations without a pod reference are left alone. Meant to run
-// periodically (multinetd), never as a CronJob. Owner checks are cached
+// periodically: multinetd over its own node's allocations,
+// multinet-ipam-cleanup over every node's (pkg/ipamd); never as a CronJob. Owner checks are cached
 // for the pass.
 func (a *Allocator) Reconcile(ctx context.Context, opts ReconcileOptions) (ReconcileResult, error) {
 	var res ReconcileResult

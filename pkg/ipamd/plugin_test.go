@@ -23,11 +23,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 
 	claimv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1alpha1"
 	"github.com/multinet/multinet/internal/apiservertest"
+	corev1client "github.com/multinet/multinet/pkg/client/clientset/kubernetes/typed/core/v1"
 	"github.com/multinet/multinet/pkg/client/clientset/versioned"
+	claimlisters "github.com/multinet/multinet/pkg/client/listers/k8s.cni.cncf.io/v1alpha1"
 	"github.com/multinet/multinet/pkg/cniserver/api"
 	"github.com/multinet/multinet/pkg/ipam"
 )
@@ -379,9 +383,11 @@ func ips2objs(t *testing.T, entries []string, node string) []string {
 }
 
 // The reconcile pass of the service, as multinetd's ServiceAccount: one
-// metadata list of pods, then the allocations of pods that are gone (of
-// any node: node-b's, as if node-b had died) are released, those of live
-// pods kept.
+// metadata list of pods, then the allocations of this node's pods that are
+// gone are released, those of live pods kept, and another node's (node-b's,
+// as if node-b had died) left alone: a node releases only its own
+// (docs/security.md "Node-scoped authority"). multinet-ipam-cleanup's
+// pass, as its own ServiceAccount, releases node-b's.
 func TestServiceReconcile(t *testing.T) {
 	srv := apiservertest.Shared(t)
 	admin := srv.Config()
@@ -403,29 +409,49 @@ func TestServiceReconcile(t *testing.T) {
 		}
 	}
 	live := createPod(t, kc, ns, "live", "node-a")
-	gone := createPod(t, kc, ns, "gone", "node-b")
+	goneA := createPod(t, kc, ns, "gone-a", "node-a")
+	goneB := createPod(t, kc, ns, "gone-b", "node-b")
 	alloc(a, live)
-	alloc(b, gone)
-	if err := kc.CoreV1().Pods(ns).Delete(ctx, "gone", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
-		t.Fatal(err)
-	}
-	// The pass lists pods from the API server's watch cache
-	// (resourceVersion "0"), which may not have seen the deletion yet: a
-	// pass then keeps the allocation (never releases a live pod's) and a
-	// later one releases it.
-	var res ipam.ReconcileResult
-	var err error
-	for res.ReleasedPod == 0 && ctx.Err() == nil {
-		if res, err = a.svc.reconcileOnce(ctx, 0); err != nil || res.ReleasedPod > 1 {
-			t.Fatalf("reconcile: %+v, %v", res, err)
-		}
-		if res.ReleasedPod == 0 {
-			time.Sleep(100 * time.Millisecond)
+	alloc(a, goneA)
+	alloc(b, goneB)
+	for _, p := range []string{"gone-a", "gone-b"} {
+		if err := kc.CoreV1().Pods(ns).Delete(ctx, p, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if res.ReleasedPod != 1 {
-		t.Fatalf("reconcile never released the gone pod's allocation: %+v", res)
+	// A pass lists pods from the API server's watch cache (resourceVersion
+	// "0"), which may not have seen the deletions yet: a pass then keeps
+	// the allocation (never releases a live pod's) and a later one
+	// releases it.
+	untilReleased := func(name string, pass func(context.Context) (ipam.ReconcileResult, error)) {
+		t.Helper()
+		var res ipam.ReconcileResult
+		var err error
+		for res.ReleasedPod == 0 && ctx.Err() == nil {
+			if res, err = pass(ctx); err != nil || res.ReleasedPod > 1 {
+				t.Fatalf("%s: reconcile: %+v, %v", name, res, err)
+			}
+			if res.ReleasedPod == 0 {
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+		if res.ReleasedPod != 1 {
+			t.Fatalf("%s: reconcile never released the gone pod's allocation: %+v", name, res)
+		}
 	}
+	untilReleased("node-a", func(ctx context.Context) (ipam.ReconcileResult, error) { return a.svc.reconcileOnce(ctx, 0) })
+	if objs := poolObjects(t, cs, "reconcile-net"); len(objs) != 2 || countSuffix(objs, "@node-a") != 1 || countSuffix(objs, "@node-b") != 1 {
+		t.Fatalf("after node-a's pass: %v, want the live pod's and node-b's", objs)
+	}
+	if res, err := a.svc.reconcileOnce(ctx, 0); err != nil || res.ReleasedPod != 0 || res.Checked != 1 {
+		t.Errorf("node-a's second pass: %+v, %v; want its one live allocation checked, node-b's not looked at", res, err)
+	}
+
+	cleanupCfg := srv.ServiceAccountConfig(t, "deploy/base/ipam-cleanup.yaml", "multinet-system", "multinet-ipam-cleanup")
+	cleanup := newCleanupReconciler(versioned.NewForConfigOrDie(cleanupCfg).IPAMV1alpha1(), versioned.NewForConfigOrDie(cleanupCfg).K8sCniCncfIoV1alpha1(),
+		corev1client.NewForConfigOrDie(cleanupCfg), metadata.NewForConfigOrDie(cleanupCfg),
+		claimlisters.NewIPAMClaimLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})))
+	untilReleased("multinet-ipam-cleanup", func(ctx context.Context) (ipam.ReconcileResult, error) { return cleanup.once(ctx, 0) })
 	if objs := poolObjects(t, cs, "reconcile-net"); len(objs) != 1 || !strings.HasSuffix(objs[0], "@node-a") {
 		t.Errorf("left %v, want the live pod's", objs)
 	}
@@ -494,4 +520,14 @@ func TestPluginTenancy(t *testing.T) {
 			t.Error(err)
 		}
 	}
+}
+
+func countSuffix(l []string, suffix string) int {
+	n := 0
+	for _, s := range l {
+		if strings.HasSuffix(s, suffix) {
+			n++
+		}
+	}
+	return n
 }

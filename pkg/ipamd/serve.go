@@ -55,8 +55,9 @@ type Options struct {
 	// Pods, when set, checks that a request's pod is this node's.
 	Pods Pods
 	// ReconcileInterval is the mean time between Reconcile passes over
-	// every IPAllocation (±50% jitter, so that nodes spread out); < 0
-	// disables them. Default DefaultReconcileInterval.
+	// this node's IPAllocations (±50% jitter, so that nodes spread out);
+	// < 0 disables them. Default DefaultReconcileInterval. Other nodes'
+	// allocations (a dead node's) are multinet-ipam-cleanup's (RunCleanup).
 	ReconcileInterval time.Duration
 	// ReconcileMinAge spares younger allocations. Default DefaultReconcileMinAge.
 	ReconcileMinAge time.Duration
@@ -79,7 +80,7 @@ type Service struct {
 	// background releases deleted claims' addresses and reconciles, with
 	// the configuration's rate limit.
 	background *ipam.Allocator
-	owners     *snapshotOwners
+	rec        *reconciler
 	done       chan struct{}
 	cancel     context.CancelFunc
 	serveErr   chan error
@@ -156,14 +157,14 @@ func Start(ctx context.Context, opts Options) (*Service, error) {
 	c.Start(runCtx)
 	go claimInf.RunWithContext(runCtx)
 	go func() { s.serveErr <- s.server.Serve(l) }()
-	s.owners = &snapshotOwners{
+	s.rec = &reconciler{alloc: s.background, owners: &snapshotOwners{
 		meta: mc, claims: claimlisters.NewIPAMClaimLister(claimInf.GetIndexer()),
 		live: ipam.LiveOwners{Pods: kc, Claims: cc},
-	}
+	}}
 	go func() {
 		defer close(s.done)
 		c.WaitForSync(runCtx, cacheSyncWait)
-		s.reconcileLoop(runCtx, opts, m)
+		s.rec.loop(runCtx, opts.ReconcileInterval, opts.ReconcileMinAge, m)
 	}()
 	klog.FromContext(ctx).Info("serving multinet-ipam", "socket", opts.SocketPath)
 	return s, nil
@@ -201,9 +202,11 @@ func (s *Service) Shutdown(ctx context.Context) error {
 // Err reports the server's end (a closed listener after Shutdown is nil).
 func (s *Service) Err() <-chan error { return s.serveErr }
 
-// claimDeleted releases a deleted IPAMClaim's addresses when this node
-// allocated them (the cache says so: no request otherwise); the others'
-// are released by their node, or by the next Reconcile of any node.
+// claimDeleted releases a deleted IPAMClaim's addresses that this node
+// allocated (the cache says whether there are any: no request otherwise);
+// the others' are released by their node, or by multinet-ipam-cleanup's
+// next Reconcile (a node may release only its own: docs/security.md
+// "Node-scoped authority").
 func (s *Service) claimDeleted(ctx context.Context, obj any, m *metrics) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
@@ -230,17 +233,34 @@ func (s *Service) claimDeleted(ctx context.Context, obj any, m *metrics) {
 	}()
 }
 
-// reconcileLoop runs Reconcile over every node's allocations every
-// ReconcileInterval ±50% until ctx ends.
-func (s *Service) reconcileLoop(ctx context.Context, opts Options, m *metrics) {
-	every := opts.ReconcileInterval
+// reconciler runs Reconcile passes with a fresh pod snapshot each: over
+// its allocator's node's allocations (multinetd), or every node's when the
+// allocator's Node is empty (multinet-ipam-cleanup, the one component
+// allowed to release other nodes' allocations: docs/security.md
+// "Node-scoped authority").
+type reconciler struct {
+	alloc  *ipam.Allocator
+	owners *snapshotOwners
+}
+
+// once is one pass: a fresh pod snapshot, then Reconcile.
+func (r *reconciler) once(ctx context.Context, minAge time.Duration) (ipam.ReconcileResult, error) {
+	if err := r.owners.refresh(ctx); err != nil {
+		return ipam.ReconcileResult{}, err
+	}
+	return r.alloc.Reconcile(ctx, ipam.ReconcileOptions{Owners: r.owners, MinAge: minAge, Node: r.alloc.Node})
+}
+
+// loop runs a pass every `every` ±50% (so that nodes spread out) until ctx
+// ends; every < 0 returns at once, 0 is DefaultReconcileInterval, minAge 0
+// DefaultReconcileMinAge.
+func (r *reconciler) loop(ctx context.Context, every, minAge time.Duration, m *metrics) {
 	if every == 0 {
 		every = DefaultReconcileInterval
 	}
 	if every < 0 {
 		return
 	}
-	minAge := opts.ReconcileMinAge
 	if minAge == 0 {
 		minAge = DefaultReconcileMinAge
 	}
@@ -253,7 +273,7 @@ func (s *Service) reconcileLoop(ctx context.Context, opts Options, m *metrics) {
 		case <-time.After(d):
 		}
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-		res, err := s.reconcileOnce(pctx, minAge)
+		res, err := r.once(pctx, minAge)
 		cancel()
 		m.released.WithLabelValues("pod-gone").Add(float64(res.ReleasedPod))
 		m.released.WithLabelValues("claim-gone").Add(float64(res.ReleasedClaim))
@@ -261,17 +281,14 @@ func (s *Service) reconcileLoop(ctx context.Context, opts Options, m *metrics) {
 			log.Error(err, "reconcile pass (retried next time)")
 		}
 		if res.ReleasedPod+res.ReleasedClaim > 0 {
-			log.Info("released the addresses of gone holders", "pods", res.ReleasedPod, "claims", res.ReleasedClaim, "checked", res.Checked)
+			log.Info("released the addresses of gone holders", "node", r.alloc.Node, "pods", res.ReleasedPod, "claims", res.ReleasedClaim, "checked", res.Checked)
 		}
 	}
 }
 
-// reconcileOnce is one pass: a fresh pod snapshot, then Reconcile.
+// reconcileOnce is one pass of the service's reconciler (tests).
 func (s *Service) reconcileOnce(ctx context.Context, minAge time.Duration) (ipam.ReconcileResult, error) {
-	if err := s.owners.refresh(ctx); err != nil {
-		return ipam.ReconcileResult{}, err
-	}
-	return s.background.Reconcile(ctx, ipam.ReconcileOptions{Owners: s.owners, MinAge: minAge})
+	return s.rec.once(ctx, minAge)
 }
 
 // snapshotOwners answers Reconcile's questions from one metadata list of

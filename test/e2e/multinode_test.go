@@ -252,9 +252,9 @@ func TestMultiNodeIPAMClaimFollowsPod(t *testing.T) {
 }
 
 // TestMultiNodeNodeKilled: a node dies (its kubelet, containerd and every
-// container SIGKILLed) and its pods are force-deleted: multinetd's
-// reconcile loop on the other nodes releases their addresses, and none is
-// leaked. The node is started again at the end.
+// container SIGKILLed) and its pods are force-deleted: multinet-ipam-cleanup
+// (the one component that may release another node's allocations)
+// releases their addresses, and none is leaked. The node is started again at the end.
 func TestMultiNodeNodeKilled(t *testing.T) {
 	nodes := requireNodes(t, 3)
 	victim := nodes[len(nodes)-1]
@@ -286,9 +286,10 @@ func TestMultiNodeNodeKilled(t *testing.T) {
 			t.Fatalf("force-delete %s: %v", p.Name, err)
 		}
 	}
-	// Nothing on the dead node can run a CNI DEL: the other nodes'
-	// reconcile (ipamReconcileInterval 30s ±50% on the local cluster)
-	// releases the dead pods' addresses; the survivor's stays.
+	// Nothing on the dead node can run a CNI DEL, and no other node's
+	// multinetd may release its allocations: multinet-ipam-cleanup
+	// (--interval=30s ±50% on the local cluster) releases the dead pods'
+	// addresses; the survivor's stays.
 	waitPoolAllocations(t, pool, 1, 3*time.Minute)
 	if allocs := poolAllocations(t, pool); len(allocs) != 1 || allocs[0].Spec.Owner.Pod == nil || allocs[0].Spec.Owner.Pod.Name != "survivor" {
 		t.Errorf("after the reconcile: %+v, want the survivor's allocation only", allocs)

@@ -69,10 +69,15 @@ var Specs = []Spec{
 	},
 	{
 		Name:        "webhook",
-		Description: "multinet admission webhook",
-		Files:       []File{{"multinet-webhook", "/usr/local/bin/multinet-webhook"}},
-		Entrypoint:  []string{"/usr/local/bin/multinet-webhook"},
-		User:        fmt.Sprintf("%d:%d", NonRoot, NonRoot),
+		Description: "multinet admission webhook and multinet-ipam's cross-node cleanup",
+		Files: []File{
+			{"multinet-webhook", "/usr/local/bin/multinet-webhook"},
+			// The multinet-ipam-cleanup Deployment (deploy/base/ipam-cleanup.yaml):
+			// same needs (API server only, non-root).
+			{"multinet-ipam-cleanup", "/usr/local/bin/multinet-ipam-cleanup"},
+		},
+		Entrypoint: []string{"/usr/local/bin/multinet-webhook"},
+		User:       fmt.Sprintf("%d:%d", NonRoot, NonRoot),
 	},
 	{
 		Name:        "deviceplugin",
