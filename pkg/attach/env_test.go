@@ -181,6 +181,8 @@ func (f fakeDevices) DeviceIDs(context.Context, string, string) (map[string][]st
 // call is one delegate plugin invocation seen by recordingExec.
 type call struct {
 	Command, ContainerID, IfName, Plugin, Netns string
+	// Args is CNI_ARGS.
+	Args string
 }
 
 // recordingExec runs plugins for real and records each invocation. before,
@@ -211,6 +213,8 @@ func (r *recordingExec) ExecPlugin(ctx context.Context, pluginPath string, stdin
 			c.IfName = v
 		case "CNI_NETNS":
 			c.Netns = v
+		case "CNI_ARGS":
+			c.Args = v
 		}
 	}
 	r.mu.Lock()
