@@ -18,6 +18,7 @@ import (
 type CoreV1Interface interface {
 	RESTClient() rest.Interface
 	EventsGetter
+	NamespacesGetter
 	PodsGetter
 }
 
@@ -28,6 +29,10 @@ type CoreV1Client struct {
 
 func (c *CoreV1Client) Events(namespace string) EventInterface {
 	return newEvents(c, namespace)
+}
+
+func (c *CoreV1Client) Namespaces() NamespaceInterface {
+	return newNamespaces(c)
 }
 
 func (c *CoreV1Client) Pods(namespace string) PodInterface {

@@ -9,4 +9,6 @@ package v1
 
 type EventExpansion interface{}
 
+type NamespaceExpansion interface{}
+
 type PodExpansion interface{}

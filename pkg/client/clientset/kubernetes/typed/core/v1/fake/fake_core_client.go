@@ -21,6 +21,10 @@ func (c *FakeCoreV1) Events(namespace string) v1.EventInterface {
 	return newFakeEvents(c, namespace)
 }
 
+func (c *FakeCoreV1) Namespaces() v1.NamespaceInterface {
+	return newFakeNamespaces(c)
+}
+
 func (c *FakeCoreV1) Pods(namespace string) v1.PodInterface {
 	return newFakePods(c, namespace)
 }
