@@ -71,6 +71,7 @@ func main() {
 	systemNS := flag.String("system-namespaces", "kube-system", "comma-separated namespaces whose pods do not get --default-networks (as multinetd's systemNamespaces)")
 	undeclared := flag.String("undeclared-capabilities", string(podnetworks.RefuseUndeclared), "a key (mac, ips, …) whose capability no plugin of the NAD declares: refuse (deny the pod, spec §4.1.2.1.x.2) or multus (admit it with a warning; multinetd hands the value over as Multus does), as multinetd's undeclaredCapabilities")
 	flag.IntVar(&c.Handlers.MaxSelectionElements, "max-selection-elements", podnetworks.DefaultMaxSelectionElements, "most network selection elements a pod may have (its networks annotation), as multinetd's maxSelectionElements; more are denied")
+	trustFile := flag.String("nad-trust-policy", "", "NAD trust policy file (docs/nad-trust.md; the ConfigMap multinet-nad-trust): the plugin types and host-reaching keys each namespace's NADs may carry; empty: the shipped policy. Set it as multinetd's nadTrustPolicyFile")
 	lookupFailure := flag.String("nad-lookup-failure", string(webhook.RejectOnLookupFailure), "when the API server does not answer a NAD lookup: reject (answer 503; the client retries) or admit (with a warning; multinetd checks the selection at ADD)")
 
 	klog.InitFlags(nil)
@@ -93,6 +94,12 @@ func main() {
 		os.Exit(2)
 	}
 	c.Handlers.DefaultNetworks = nets
+	trust, err := podnetworks.ReadNADTrustPolicy(*trustFile)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "--nad-trust-policy: %v\n", err)
+		os.Exit(2)
+	}
+	c.Handlers.NADTrust.Policy = trust
 	c.CertSpec = certs.Spec{CAValidity: c.CertSpec.CAValidity, CertValidity: c.CertSpec.CertValidity}
 	for _, s := range splitList(*extraSANs) {
 		if ip := net.ParseIP(s); ip != nil {

@@ -13,7 +13,8 @@
 // knows (plugin binaries, devices, the delegates' own failures) is not
 // checked here: multinetd fails the ADD for it (docs/validation.md).
 //
-// The package does no I/O of its own: NADs come from Options.NADs.
+// The package does no I/O of its own: NADs come from Options.NADs (only
+// ReadNADTrustPolicy reads its file).
 package podnetworks
 
 import (
@@ -86,6 +87,11 @@ type Policy struct {
 	// webhook's --max-selection-elements); 0 is
 	// DefaultMaxSelectionElements. More are refused before any is decoded.
 	MaxSelectionElements int
+	// NADTrust is the NAD trust policy (docs/nad-trust.md): the plugin
+	// types and host-reaching keys the NADs of each namespace may carry.
+	// Check refuses an attachment to a NAD that breaks it; its zero value
+	// enforces nothing.
+	NADTrust NADTrust
 }
 
 // DefaultMaxSelectionElements is Policy.MaxSelectionElements when unset:
@@ -620,6 +626,9 @@ func (c *checker) lookup(namespace, name string) (*nadResult, error) {
 	default:
 		r.nad = nad
 		c.resolve(r, namespace, name)
+		if err := c.checkTrust(r, namespace, name); err != nil {
+			return nil, err
+		}
 	}
 	c.nads[key] = r
 	return r, nil

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"net/http"
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -84,9 +85,16 @@ func (w *Webhooks) ValidatePods(ctx context.Context, req admission.Request) admi
 //     plugins[1].type: …";
 //   - a resource name annotation (Options.ResourceNameAnnotations) that is
 //     not an extended resource name "vendor-domain/type";
-//   - a metadata.name that is not a DNS-1123 subdomain (§3.3).
+//   - a metadata.name that is not a DNS-1123 subdomain (§3.3);
+//   - a plugin type or host-reaching key the NAD trust policy
+//     (Options.Policy.NADTrust, docs/nad-trust.md) does not allow in the
+//     NAD's namespace, naming the key, the plugin and the rule:
+//     "spec.config: key "device" ("eth0") of plugin "host-device" names a
+//     node object (…): NAD trust rule "tenants" of namespace "team-a" does
+//     not allow it".
 //
-// 400 for an unreadable object.
+// 400 for an unreadable object; 503 when the namespace's labels cannot be
+// read (the trust rule is not known).
 func (w *Webhooks) ValidateNADs(ctx context.Context, req admission.Request) admission.Response {
 	if !isNAD(req) || (req.Operation != admissionv1.Create && req.Operation != admissionv1.Update) {
 		return admission.Allowed("not a NetworkAttachmentDefinition CREATE or UPDATE")
@@ -119,7 +127,12 @@ func (w *Webhooks) ValidateNADs(ctx context.Context, req admission.Request) admi
 			known[f.String()] = true
 		}
 	}
-	for _, f := range podnetworks.CheckNAD(nad, w.o.ResourceNameAnnotations).Errors {
+	findings := podnetworks.CheckNAD(nad, w.o.ResourceNameAnnotations).Errors
+	trust, resp := w.checkTrust(ctx, nad, old, known)
+	if resp != nil {
+		return *resp
+	}
+	for _, f := range append(findings, trust...) {
 		if msg := f.String(); !known[msg] {
 			problems = append(problems, msg)
 		}
@@ -128,4 +141,31 @@ func (w *Webhooks) ValidateNADs(ctx context.Context, req admission.Request) admi
 		return admission.Denied(strings.Join(problems, "; "))
 	}
 	return admission.Allowed("NetworkAttachmentDefinition valid")
+}
+
+// checkTrust returns the NAD trust policy's findings on nad (errors on
+// spec.config); on UPDATE, old's own violations go into known, so that a NAD
+// stored before the policy can still get unrelated updates (multinetd
+// refuses its ADDs). resp is the 503 answer when the namespace's labels
+// cannot be read.
+func (w *Webhooks) checkTrust(ctx context.Context, nad, old *nadv1.NetworkAttachmentDefinition, known map[string]bool) ([]podnetworks.Finding, *admission.Response) {
+	if w.o.NADTrust.Policy == nil {
+		return nil, nil
+	}
+	if old != nil {
+		fs, err := podnetworks.CheckNADTrustFindings(ctx, old, w.o.Policy)
+		if err != nil {
+			resp := admission.Errored(http.StatusServiceUnavailable, err)
+			return nil, &resp
+		}
+		for _, f := range fs {
+			known[f.String()] = true
+		}
+	}
+	fs, err := podnetworks.CheckNADTrustFindings(ctx, nad, w.o.Policy)
+	if err != nil {
+		resp := admission.Errored(http.StatusServiceUnavailable, err)
+		return nil, &resp
+	}
+	return fs, nil
 }

@@ -41,6 +41,7 @@ import (
 	"github.com/multinet/multinet/pkg/client/clientset/versioned"
 	nadinformers "github.com/multinet/multinet/pkg/client/informers/externalversions"
 	"github.com/multinet/multinet/pkg/nadlookup"
+	"github.com/multinet/multinet/pkg/podnetworks"
 	"github.com/multinet/multinet/pkg/webhook"
 	"github.com/multinet/multinet/pkg/webhook/certs"
 	"github.com/multinet/multinet/pkg/webhook/registration"
@@ -209,6 +210,10 @@ func Run(ctx context.Context, c Config) error {
 	// before the pod) is read from the API server before a pod is denied.
 	hopts.NADs = nadInformer.Lister()
 	hopts.LiveNAD = nadlookup.LiveGet(nadClient.K8sCniCncfIoV1())
+	// The NAD trust rules select namespaces by label: read live at each NAD
+	// CREATE/UPDATE (rare), so that a label an admin just set or removed
+	// counts at once (docs/decisions/nad-trust.md).
+	hopts.NADTrust.Namespaces = liveNamespaceLabels(kube)
 	dra, err := draIndex(ctx, kube, c.InformerResync)
 	if err != nil {
 		return err
@@ -439,4 +444,24 @@ func wrapErr(what string, err error) error {
 		return nil
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// namespaceGetTimeout bounds the live GET of a NAD's namespace.
+const namespaceGetTimeout = 5 * time.Second
+
+// liveNamespaceLabels reads a namespace's labels from the API server within
+// namespaceGetTimeout: nil for one that does not exist.
+func liveNamespaceLabels(kube kubernetes.Interface) podnetworks.NamespaceLabelsFunc {
+	return func(ctx context.Context, name string) (map[string]string, error) {
+		ctx, cancel := context.WithTimeout(ctx, namespaceGetTimeout)
+		defer cancel()
+		ns, err := kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil, nil
+		case err != nil:
+			return nil, err
+		}
+		return ns.Labels, nil
+	}
 }
