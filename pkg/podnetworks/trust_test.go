@@ -193,16 +193,16 @@ func TestParseNADTrustPolicyErrors(t *testing.T) {
 	head := "apiVersion: multinet.io/v1alpha1\nkind: NADTrustPolicy\n"
 	cases := map[string]string{
 		"kind: Other\napiVersion: multinet.io/v1alpha1\nrules: [{name: a, namespaces: [x]}]": "must be",
-		head + "rules: []":                             "at least one rule",
-		head + "rules: [{namespaces: [x]}]":            "rules[0].name: required",
-		head + "rules: [{name: a}]":                    "selects no namespace",
-		head + "rules: [{name: a, namespaces: [X_]}]":  `rules[0] "a".namespaces`,
+		head + "rules: []":                                                       "at least one rule",
+		head + "rules: [{namespaces: [x]}]":                                      "rules[0].name: required",
+		head + "rules: [{name: a}]":                                              "selects no namespace",
+		head + "rules: [{name: a, namespaces: [X_]}]":                            `rules[0] "a".namespaces`,
 		head + "rules: [{name: a, namespaces: [x]}, {name: a, namespaces: [y]}]": "another rule",
 		head + "rules: [{name: a, namespaceSelector: {matchExpressions: [{key: k, operator: Bad}]}}]": "namespaceSelector",
-		head + "rules: [{name: a, namespaces: [x], unrestricted: true, plugins: [ptp]}]":               "unrestricted",
-		head + "rules: [{name: a, namespaces: [x], allowedKeys: [{values: [x]}]}]":                     "allowedKeys[0].key: required",
-		head + "rules: [{name: a, namespaces: [x], allowedKeys: [{key: k, values: ['[']}]}]":           "values",
-		head + "rules: [{name: a, namespaces: [x], typo: 1}]":                                          "unknown field",
+		head + "rules: [{name: a, namespaces: [x], unrestricted: true, plugins: [ptp]}]":              "unrestricted",
+		head + "rules: [{name: a, namespaces: [x], allowedKeys: [{values: [x]}]}]":                    "allowedKeys[0].key: required",
+		head + "rules: [{name: a, namespaces: [x], allowedKeys: [{key: k, values: ['[']}]}]":          "values",
+		head + "rules: [{name: a, namespaces: [x], typo: 1}]":                                         "unknown field",
 	}
 	for in, want := range cases {
 		if _, err := ParseNADTrustPolicy([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
