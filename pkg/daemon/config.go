@@ -163,6 +163,13 @@ type Config struct {
 	// hot-plug of a pod with more fails, naming the setting. The webhook's
 	// --max-selection-elements must match.
 	MaxSelectionElements int `json:"maxSelectionElements,omitempty"`
+	// NADTrustPolicyFile is the NAD trust policy (docs/nad-trust.md; the
+	// ConfigMap multinet-nad-trust): the plugin types and host-reaching keys
+	// each namespace's NADs may carry; an ADD to a NAD that breaks it fails
+	// with a Warning Event. Empty: the shipped policy
+	// (podnetworks.DefaultNADTrustPolicyYAML). Read at start; the webhook's
+	// --nad-trust-policy must name the same policy.
+	NADTrustPolicyFile string `json:"nadTrustPolicyFile,omitempty"`
 	// RemoveCNIConfigOnExit removes ConfFileName when the daemon stops,
 	// before it drains in-flight operations. Off by default (spec §6.1: a
 	// restart or upgrade must not let pods start without multinet); turned
@@ -352,6 +359,9 @@ func (c *Config) Complete() error {
 	}
 	if c.MaxSelectionElements < 0 {
 		errs = append(errs, fmt.Errorf("maxSelectionElements %d: must be positive (0 or unset: %d)", c.MaxSelectionElements, podnetworks.DefaultMaxSelectionElements))
+	}
+	if _, err := podnetworks.ReadNADTrustPolicy(c.NADTrustPolicyFile); err != nil {
+		errs = append(errs, fmt.Errorf("nadTrustPolicyFile: %w", err))
 	}
 	for i, ns := range c.SystemNamespaces {
 		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {

@@ -73,6 +73,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	nadTrust, nsInformer, err := nadTrust(cfg, clients.core)
+	if err != nil {
+		return err
+	}
 
 	m := newMetrics()
 	// Complete checked and normalized recordSync.
@@ -176,6 +180,7 @@ func Run(ctx context.Context, cfg Config) error {
 			// Checked by Complete.
 			UndeclaredCapabilities: podnetworks.UndeclaredCapabilities(cfg.UndeclaredCapabilities),
 			MaxSelectionElements:   cfg.MaxSelectionElements,
+			NADTrust:               nadTrust,
 		},
 	})
 	if err != nil {
@@ -236,6 +241,7 @@ func Run(ctx context.Context, cfg Config) error {
 	defer cancel()
 	go pods.Run(runCtx)
 	go nadInformer.RunWithContext(runCtx)
+	go nsInformer.RunWithContext(runCtx)
 	// network-status PATCHes that failed (API server unreachable during an
 	// ADD), also those of the records a previous multinetd left pending, are
 	// retried until they land or the pod is gone (attach/netstatus.go).
@@ -247,7 +253,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}()
 	go func() {
-		if cache.WaitForCacheSync(runCtx.Done(), pods.HasSynced, nadInformer.HasSynced) {
+		if cache.WaitForCacheSync(runCtx.Done(), pods.HasSynced, nadInformer.HasSynced, nsInformer.HasSynced) {
 			synced.Store(true)
 			log.Info("informers synced")
 			poke()
