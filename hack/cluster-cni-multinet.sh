@@ -86,6 +86,7 @@ rules:
 - {apiGroups: [""], resources: [pods/status], verbs: [patch]}
 - {apiGroups: ["", events.k8s.io], resources: [events], verbs: [create, patch, update]}
 - {apiGroups: [k8s.cni.cncf.io], resources: [network-attachment-definitions, ipamclaims], verbs: [get, list, watch]}
+- {apiGroups: [""], resources: [namespaces], verbs: [get, list, watch]}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding

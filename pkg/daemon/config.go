@@ -167,7 +167,8 @@ type Config struct {
 	// ConfigMap multinet-nad-trust): the plugin types and host-reaching keys
 	// each namespace's NADs may carry; an ADD to a NAD that breaks it fails
 	// with a Warning Event. Empty: the shipped policy
-	// (podnetworks.DefaultNADTrustPolicyYAML). Read at start; the webhook's
+	// (podnetworks.DefaultNADTrustPolicyYAML). Read at start (Run fails on
+	// a file that cannot be read or parsed); the webhook's
 	// --nad-trust-policy must name the same policy.
 	NADTrustPolicyFile string `json:"nadTrustPolicyFile,omitempty"`
 	// RemoveCNIConfigOnExit removes ConfFileName when the daemon stops,
@@ -359,9 +360,6 @@ func (c *Config) Complete() error {
 	}
 	if c.MaxSelectionElements < 0 {
 		errs = append(errs, fmt.Errorf("maxSelectionElements %d: must be positive (0 or unset: %d)", c.MaxSelectionElements, podnetworks.DefaultMaxSelectionElements))
-	}
-	if _, err := podnetworks.ReadNADTrustPolicy(c.NADTrustPolicyFile); err != nil {
-		errs = append(errs, fmt.Errorf("nadTrustPolicyFile: %w", err))
 	}
 	for i, ns := range c.SystemNamespaces {
 		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
