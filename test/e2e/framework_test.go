@@ -28,6 +28,7 @@ import (
 
 	"github.com/multinet/multinet/internal/clusterenv"
 	"github.com/multinet/multinet/pkg/client/clientset/versioned"
+	"github.com/multinet/multinet/pkg/podnetworks"
 )
 
 // cluster is what every test needs to reach the cluster.
@@ -126,13 +127,28 @@ func (c *cluster) mustEnv(t *testing.T, name string) string {
 }
 
 // newNamespace creates a namespace for one test and deletes it when the test
-// ends.
+// ends. The harness acts as cluster admin: the tests' NADs use node bridges,
+// devices, masters and dataDirs, so it labels the namespace trusted as an
+// admin would (podnetworks.NADTrustLabel, the shipped NAD trust policy's
+// rule "admin-labelled"; docs/nad-trust.md). newTenantNamespace makes one
+// without that label.
 func newNamespace(t *testing.T) string {
+	t.Helper()
+	return createNamespace(t, map[string]string{podnetworks.NADTrustLabel: podnetworks.NADTrustUnrestricted})
+}
+
+// createNamespace creates a namespace labelled multinet.io/e2e=true and
+// extra for one test and deletes it when the test ends.
+func createNamespace(t *testing.T, extra map[string]string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	labels := map[string]string{"multinet.io/e2e": "true"}
+	for k, v := range extra {
+		labels[k] = v
+	}
 	ns, err := testCluster.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "multinet-e2e-", Labels: map[string]string{"multinet.io/e2e": "true"}},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "multinet-e2e-", Labels: labels},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create namespace: %v", err)

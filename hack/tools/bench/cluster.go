@@ -61,6 +61,15 @@ func newCluster(kubeconfig, node, ns, image string) (*cluster, error) {
 
 func labels() map[string]string { return map[string]string{benchLabel: "true"} }
 
+// namespaceLabels are the bench namespace's: labels() and the NAD trust
+// label an admin sets, since the bench NADs name node bridges and dataDirs
+// (docs/nad-trust.md).
+func namespaceLabels() map[string]string {
+	l := labels()
+	l["multinet.io/nad-trust"] = "unrestricted"
+	return l
+}
+
 // removeStale deletes namespaces and FlowSchemas of an earlier, interrupted run.
 func (c *cluster) removeStale(ctx context.Context) error {
 	sel := metav1.ListOptions{LabelSelector: benchLabel + "=true"}
@@ -83,7 +92,7 @@ func (c *cluster) removeStale(ctx context.Context) error {
 // setup creates the namespace and the two bridge NADs.
 func (c *cluster) setup(ctx context.Context, nets []benchNet) error {
 	if _, err := c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
-		ObjectMeta: metav1.ObjectMeta{Name: c.ns, Labels: labels()},
+		ObjectMeta: metav1.ObjectMeta{Name: c.ns, Labels: namespaceLabels()},
 	}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create namespace %s: %w", c.ns, err)
 	}
