@@ -48,6 +48,11 @@ type clientsFunc func() (*clusterClients, error)
 func addClusterFlags(cmd *cobra.Command) clientsFunc {
 	cf := genericclioptions.NewConfigFlags(true)
 	cf.AddFlags(cmd.Flags())
+	return clientsFrom(cf)
+}
+
+// clientsFrom returns the function that builds the clients from cf's flags.
+func clientsFrom(cf *genericclioptions.ConfigFlags) clientsFunc {
 	return func() (*clusterClients, error) {
 		timeout, err := callTimeout(cf.Timeout)
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/multinet/multinet/pkg/lint"
+	"github.com/multinet/multinet/pkg/podnetworks"
 )
 
 // stdinName is the Source file name of objects read from standard input.
@@ -25,9 +26,21 @@ type lintOptions struct {
 	namespace   string
 	requireNADs bool
 	policy      *policyFlags
+	// trustFile is --nad-trust-policy; cluster is --cluster, whose API
+	// clients tests replace.
+	trustFile string
+	cluster   bool
+	clients   clientsFunc
 }
 
 func newLintCommand(s Streams) *cobra.Command {
+	cmd, _ := lintCommand(s)
+	return cmd
+}
+
+// lintCommand returns the lint command and its options, whose clients tests
+// replace.
+func lintCommand(s Streams) (*cobra.Command, *lintOptions) {
 	o := &lintOptions{}
 	cmd := &cobra.Command{
 		Use:   "lint -f FILENAME [-f FILENAME ...]",
@@ -43,12 +56,24 @@ webhook and multinetd apply. Set --namespace-isolation, --global-namespaces,
 --default-networks and --system-namespaces as multinetd is configured to get
 its verdict. Other kinds are skipped.
 
+--nad-trust-policy FILE also checks each NetworkAttachmentDefinition against
+that NAD trust policy (docs/nad-trust.md), with the labels of the input's
+Namespace objects. --cluster checks the NetworkAttachmentDefinitions stored in
+the cluster instead of files, against --nad-trust-policy or else the cluster's
+ConfigMap multinet-system/multinet-nad-trust (else the shipped policy), and
+lists those that break it.
+
 Exit status: 0 all valid, 1 some object invalid, 2 unreadable input or bad usage.`,
 		Example: `  kubectl multinet lint -f nads.yaml -f deploy.yaml
   kubectl multinet lint -f manifests/ -o json
-  helm template . | kubectl multinet lint -f - --require-nads`,
+  helm template . | kubectl multinet lint -f - --require-nads
+  kubectl multinet lint --cluster --global-namespaces=default
+  kubectl multinet lint -f nads/ --nad-trust-policy nad-trust.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.cluster {
+				return o.runCluster(cmd.Context(), s)
+			}
 			return o.run(s)
 		},
 	}
@@ -58,7 +83,10 @@ Exit status: 0 all valid, 1 some object invalid, 2 unreadable input or bad usage
 	f.StringVarP(&o.namespace, "namespace", "n", lint.DefaultNamespace, "namespace of objects that set none")
 	f.BoolVar(&o.requireNADs, "require-nads", false, "a selected NetworkAttachmentDefinition missing from the input is an error (default: only when the input defines others in its namespace)")
 	o.policy = addPolicyFlags(cmd)
-	return cmd
+	f.StringVar(&o.trustFile, "nad-trust-policy", "", "NAD trust policy file (docs/nad-trust.md): check each NAD's plugin types and host-reaching keys against it")
+	f.BoolVar(&o.cluster, "cluster", false, "check the cluster's stored NetworkAttachmentDefinitions (every namespace) instead of -f, and list those that break the NAD trust policy")
+	o.clients = addLintClusterFlags(cmd)
+	return cmd, o
 }
 
 func (o *lintOptions) run(s Streams) error {
@@ -75,6 +103,11 @@ func (o *lintOptions) run(s Streams) error {
 	if err != nil {
 		return err
 	}
+	if o.trustFile != "" {
+		if policy.NADTrust.Policy, err = podnetworks.ReadNADTrustPolicy(o.trustFile); err != nil {
+			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("lint: --nad-trust-policy: %w", err)}
+		}
+	}
 	objs, err := readObjects(o.files, s.In)
 	if err != nil {
 		return &ExitError{Code: ExitUsage, Err: err}
@@ -86,6 +119,13 @@ func (o *lintOptions) run(s Streams) error {
 	if err != nil {
 		return err
 	}
+	return o.report(s, results)
+}
+
+// report writes results in --output's format; ExitInvalid when one is
+// invalid.
+func (o *lintOptions) report(s Streams, results []lint.Result) error {
+	var err error
 	if o.output == "json" {
 		err = lint.WriteJSON(s.Out, results)
 	} else {

@@ -36,8 +36,16 @@ type Options struct {
 	// Policy is multinetd's configuration that decides a pod's networks
 	// besides its annotations (namespace isolation, defaultNetworks,
 	// systemNamespaces, undeclaredCapabilities); the zero value is
-	// multinetd's default.
+	// multinetd's default. With Policy.NADTrust.Policy set, each
+	// NetworkAttachmentDefinition is also checked against that NAD trust
+	// policy (docs/nad-trust.md), and so are the NADs pods select; the
+	// namespaces' labels are NamespaceLabels and those of the input's
+	// Namespace objects (Policy.NADTrust.Namespaces is not read).
 	Policy podnetworks.Policy
+	// NamespaceLabels are namespaces' labels by name, for the NAD trust
+	// rules' selectors (kubectl multinet lint --cluster reads them from the
+	// cluster); a Namespace object of the input adds or replaces its own.
+	NamespaceLabels map[string]map[string]string
 }
 
 // Result is the verdict on one object of the input. Its JSON form is the
@@ -107,6 +115,7 @@ func Lint(objs []Object, opts Options) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	l.readNamespaceLabels(objs)
 	results := make([]Result, len(objs))
 	decoded := make([]runtime.Object, len(objs))
 	// NetworkAttachmentDefinitions first, so that pods see every one of them

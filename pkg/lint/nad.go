@@ -1,6 +1,8 @@
 package lint
 
 import (
+	"context"
+
 	"k8s.io/apimachinery/pkg/runtime"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
@@ -24,6 +26,11 @@ func (l *linter) lintNAD(r *Result, obj runtime.Object) {
 	nad.Namespace = r.Namespace
 	f := podnetworks.CheckNAD(nad, podnetworks.DefaultResourceNameKeys)
 	for _, e := range f.Errors {
+		r.Errors = append(r.Errors, e.String())
+	}
+	// Labels come from a map: no lookup can fail.
+	trust, _ := podnetworks.CheckNADTrustFindings(context.Background(), nad, l.opts.Policy)
+	for _, e := range trust {
 		r.Errors = append(r.Errors, e.String())
 	}
 	for _, w := range f.Warnings {

@@ -1,0 +1,37 @@
+package lint
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/multinet/multinet/pkg/podnetworks"
+)
+
+// readNamespaceLabels sets the NAD trust policy's namespace labels:
+// Options.NamespaceLabels, with each Namespace (v1) object of objs adding or
+// replacing its own. Nothing is done without a NAD trust policy.
+func (l *linter) readNamespaceLabels(objs []Object) {
+	if l.opts.Policy.NADTrust.Policy == nil {
+		return
+	}
+	labels := map[string]map[string]string{}
+	for k, v := range l.opts.NamespaceLabels {
+		labels[k] = v
+	}
+	for _, o := range objs {
+		if o.APIVersion != "v1" || o.Kind != "Namespace" || o.Name == "" {
+			continue
+		}
+		var ns struct {
+			Metadata struct {
+				Labels map[string]string `json:"labels"`
+			} `json:"metadata"`
+		}
+		if json.Unmarshal(o.JSON, &ns) == nil {
+			labels[o.Name] = ns.Metadata.Labels
+		}
+	}
+	l.opts.Policy.NADTrust.Namespaces = podnetworks.NamespaceLabelsFunc(func(_ context.Context, name string) (map[string]string, error) {
+		return labels[name], nil
+	})
+}
