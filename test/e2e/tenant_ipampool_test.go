@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	ipamclaimv1alpha1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1alpha1"
+	"github.com/multinet/multinet/pkg/podnetworks"
 )
 
 // quotaNamespace is the namespace the local cluster's multinetd limits to
@@ -165,7 +166,9 @@ func testTenantIPAMQuota(t *testing.T) {
 }
 
 // fixedNamespace creates namespace name (deleting one left by an earlier
-// run first) for one test and deletes it when the test ends.
+// run first) for one test and deletes it when the test ends. Like
+// newNamespace it carries the admin's NAD trust label (its NADs name node
+// bridges; docs/nad-trust.md).
 func fixedNamespace(t *testing.T, name string) string {
 	t.Helper()
 	ctx := testContext(t, 3*time.Minute)
@@ -179,7 +182,7 @@ func fixedNamespace(t *testing.T, name string) string {
 		}
 	}
 	if _, err := nss.Create(ctx, &corev1.Namespace{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"multinet.io/e2e": "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"multinet.io/e2e": "true", podnetworks.NADTrustLabel: podnetworks.NADTrustUnrestricted}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create namespace %s: %v", name, err)
 	}
