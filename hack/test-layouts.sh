@@ -21,6 +21,11 @@ set -uo pipefail
 LOG_PREFIX=test-layouts
 cd "$MULTINET_ROOT" || exit 1
 export NODES=3
+# Two netdev pool devices on every extra node (make test-multinode's default
+# gives node 3 one, so that the pools differ): the single-node tests that
+# put two devices in one pod (TestDeviceNetdevPod) run on each node. The
+# pools still differ from the host's four.
+export EXTRA_NODE_NETDEVS=${EXTRA_NODE_NETDEVS:-2 2}
 
 down() {
   if [[ ${E2E_KEEP_CLUSTER:-} == 1 ]]; then
