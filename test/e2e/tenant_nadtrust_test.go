@@ -130,8 +130,12 @@ func TestTenantNADTrustRefusedAtAdmission(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if len(findings) == 0 {
+				t.Fatalf("the shipped policy allows NAD %s in a tenant namespace", c.name)
+			}
+			// The webhook's message: CheckNAD's errors, then the policy's.
 			var msgs []string
-			for _, f := range findings {
+			for _, f := range append(podnetworks.CheckNAD(nad, nil).Errors, findings...) {
 				msgs = append(msgs, f.String())
 			}
 			if len(msgs) == 0 {
