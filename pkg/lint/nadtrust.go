@@ -7,13 +7,12 @@ import (
 	"github.com/multinet/multinet/pkg/podnetworks"
 )
 
-// readNamespaceLabels sets the NAD trust policy's namespace labels:
-// Options.NamespaceLabels, with each Namespace (v1) object of objs adding or
-// replacing its own. Nothing is done without a NAD trust policy.
+// readNamespaceLabels sets the namespace labels the checks read (the NAD
+// trust policy's selectors, a pod namespace's Pod Security level for
+// portMappings): Options.NamespaceLabels, with each Namespace (v1) object of
+// objs adding or replacing its own. Without a NAD trust policy and without
+// any such labels, the Policy's own reader (if any) is kept.
 func (l *linter) readNamespaceLabels(objs []Object) {
-	if l.opts.Policy.NADTrust.Policy == nil {
-		return
-	}
 	labels := map[string]map[string]string{}
 	for k, v := range l.opts.NamespaceLabels {
 		labels[k] = v
@@ -30,6 +29,9 @@ func (l *linter) readNamespaceLabels(objs []Object) {
 		if json.Unmarshal(o.JSON, &ns) == nil {
 			labels[o.Name] = ns.Metadata.Labels
 		}
+	}
+	if l.opts.Policy.NADTrust.Policy == nil && len(labels) == 0 {
+		return
 	}
 	l.opts.Policy.NADTrust.Namespaces = podnetworks.NamespaceLabelsFunc(func(_ context.Context, name string) (map[string]string, error) {
 		return labels[name], nil

@@ -1,6 +1,7 @@
 package lint
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -130,5 +131,37 @@ func TestLintNADTrustFixtures(t *testing.T) {
 	rs := lintYAML(t, nad("tenant", "net", fixtures[3].config), Options{})
 	if !rs[0].Valid {
 		t.Errorf("no policy: %q", rs[0].Errors)
+	}
+}
+
+// portMappings in a pod's annotation is an error when the input holds the
+// pod's Namespace labelled Pod Security baseline, without a NAD trust
+// policy too; the same pod in a Namespace without the label is clean.
+func TestLintPortMappingsPodSecurity(t *testing.T) {
+	const nadDoc = "apiVersion: k8s.cni.cncf.io/v1\nkind: NetworkAttachmentDefinition\nmetadata: {name: ports, namespace: %s}\nspec:\n  config: '{\"cniVersion\":\"1.0.0\",\"plugins\":[{\"type\":\"bridge\"},{\"type\":\"portmap\",\"capabilities\":{\"portMappings\":true}}]}'\n---\n"
+	const podDoc = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  namespace: %s\n  annotations:\n    k8s.v1.cni.cncf.io/networks: '[{\"name\":\"ports\",\"portMappings\":[{\"hostPort\":8080,\"containerPort\":80}]}]'\nspec: {containers: [{name: c, image: busybox}]}\n"
+	for _, c := range []struct{ ns, labels, want string }{
+		{"locked", "{pod-security.kubernetes.io/enforce: baseline}", `namespace locked enforces Pod Security level "baseline"`},
+		{"open", "{}", ""},
+	} {
+		in := fmt.Sprintf("apiVersion: v1\nkind: Namespace\nmetadata: {name: %s, labels: %s}\n---\n", c.ns, c.labels) + fmt.Sprintf(nadDoc, c.ns) + fmt.Sprintf(podDoc, c.ns)
+		objs, err := Decode([]byte(in), "in.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		results, err := Lint(objs, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var podErrs []string
+		for _, r := range results {
+			if r.Kind == "Pod" {
+				podErrs = r.Errors
+			}
+		}
+		got := strings.Join(podErrs, "\n")
+		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("namespace %s: pod errors %q, want %q", c.ns, got, c.want)
+		}
 	}
 }

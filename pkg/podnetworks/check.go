@@ -26,6 +26,7 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	psapi "k8s.io/pod-security-admission/api"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
 	"github.com/multinet/multinet/pkg/netconf"
@@ -312,6 +313,9 @@ type checker struct {
 	// nads memoizes the lookups by "namespace/name".
 	nads    map[string]*nadResult
 	missing int // distinct NADs found missing
+	// hostPortLevel is the Pod Security level of the pod's namespace when
+	// it forbids hostPort and the pod asks for portMappings; "" otherwise.
+	hostPortLevel psapi.Level
 }
 
 // nadResult is what Check learnt about one NAD.
@@ -352,6 +356,9 @@ func (c *checker) run() error {
 			Err: errors.New("true: the pod shares the node's network namespace, so no CNI plugin runs for it and its network selection annotations are never honoured")})
 	}
 
+	if err := c.readHostPortLevel(override); err != nil {
+		return err
+	}
 	// Isolation first: no lookup of a NAD the pod may not select.
 	overrideAllowed := override != nil && c.allowed(selection.DefaultNetworkAnnotation, -1, *override)
 	allowed := make([]bool, len(v.Elements))
@@ -557,6 +564,10 @@ func (c *checker) planElements(allowed []bool, reserved map[string]string) error
 func (c *checker) plan(annotation string, index int, a *Attachment, list *libcni.NetworkConfigList) {
 	if reason := c.refuseCNIArgs(a); reason != "" {
 		c.elementProblem(annotation, index, a.Element, "cni-args", "", reason, "4.1.2.1.6")
+		return
+	}
+	if reason := c.refusePortMappings(a.Element); reason != "" {
+		c.elementProblem(annotation, index, a.Element, "portMappings", "", reason, "4.1.2.1.7")
 		return
 	}
 	planned, err := netconf.PlanAttachment(netconf.Network{Element: a.Element, ConfList: list,

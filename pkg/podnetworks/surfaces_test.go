@@ -67,7 +67,7 @@ func nadOf(ns, name, config string, annotations map[string]string) *nadv1.Networ
 // standardNADs: team/nocap, team/caps, team/macvlan1 (Multus's
 // default-route NAD), team/badtype (a plugin type with a path separator),
 // team/badversion (cniVersion 9.9.9), team/badargs (args not an object;
-// accepts cni-args), team/argsok (accepts cni-args),
+// accepts cni-args), team/argsok (accepts cni-args), team/ports (portmap),
 // team/badrn (a malformed resourceName), team/disk (no spec.config),
 // other/net, shared/net, shared/side (for defaultNetworks).
 func standardNADs() []*nadv1.NetworkAttachmentDefinition {
@@ -79,12 +79,24 @@ func standardNADs() []*nadv1.NetworkAttachmentDefinition {
 		nadOf(podNS, "badversion", `{"cniVersion":"9.9.9","type":"bridge"}`, nil),
 		nadOf(podNS, "badargs", `{"cniVersion":"1.0.0","type":"bridge","args":"not an object"}`, map[string]string{podnetworks.AcceptCNIArgsAnnotation: "true"}),
 		nadOf(podNS, "argsok", nocapConf, map[string]string{podnetworks.AcceptCNIArgsAnnotation: "true"}),
+		nadOf(podNS, "ports", `{"cniVersion":"1.0.0","plugins":[{"type":"bridge"},{"type":"portmap","capabilities":{"portMappings":true}}]}`, nil),
 		nadOf(podNS, "badrn", nocapConf, map[string]string{nadv1.ResourceNameAnnotation: "sriov"}),
 		nadOf(podNS, "disk", "", nil),
 		nadOf(otherNS, "net", nocapConf, nil),
 		nadOf(sharedNS, "net", nocapConf, nil),
 		nadOf(sharedNS, "side", nocapConf, nil),
 	}
+}
+
+// podSecurity is a policy under which the pod's namespace enforces Pod
+// Security level.
+func podSecurity(level string) podnetworks.Policy {
+	return podnetworks.Policy{NADTrust: podnetworks.NADTrust{Namespaces: podnetworks.NamespaceLabelsFunc(func(_ context.Context, ns string) (map[string]string, error) {
+		if ns != podNS {
+			return nil, nil
+		}
+		return map[string]string{podnetworks.PodSecurityEnforceLabel: level}, nil
+	})}}
 }
 
 var (
@@ -183,6 +195,11 @@ var surfaceCases = []surfaceCase{
 	{name: "more selection elements than a configured limit", networks: "nocap,caps,argsok", policy: podnetworks.Policy{MaxSelectionElements: 2},
 		want: []string{nets + `networks annotation: selects 3 network selection elements; a pod may have at most 2 (multinetd's maxSelectionElements, the webhook's --max-selection-elements)`}},
 	{name: "as many selection elements as a configured limit", networks: "nocap,caps", policy: podnetworks.Policy{MaxSelectionElements: 2}},
+	{name: "portMappings in a namespace that enforces Pod Security baseline", networks: `[{"name":"ports","portMappings":[{"hostPort":8080,"containerPort":80}]}]`,
+		policy: podSecurity("baseline"),
+		want:   []string{nets + `networks[0] "ports": field "portMappings": namespace team enforces Pod Security level "baseline" (label pod-security.kubernetes.io/enforce), which forbids hostPort; portMappings maps a port of the node into the pod as a hostPort does (spec §4.1.2.1.7)`}},
+	{name: "portMappings in a privileged namespace", networks: `[{"name":"ports","portMappings":[{"hostPort":8080,"containerPort":80}]}]`,
+		policy: podSecurity("privileged")},
 	{name: "both annotations wrong: networks first", override: "gone", networks: "nocap@eth0",
 		want: []string{
 			nets + `networks[0] "nocap": field "interface": "eth0" is used by the default network (spec §4.1.2.1.5)`,
