@@ -29,7 +29,7 @@ generate: ## regenerate deepcopy code, CRDs and the typed client in pkg/client (
 	@if [[ -x hack/update-codegen.sh ]]; then hack/update-codegen.sh; else echo "hack/update-codegen.sh not present; nothing to generate"; fi
 
 .PHONY: verify
-verify: ## gofmt check, go vet (also the e2e tag), no deprecated API (staticcheck SA1019), generated code up to date
+verify: ## gofmt check, go vet (also the e2e tag), no deprecated API (staticcheck SA1019), generated code up to date, no reachable known vulnerability (hack/govulncheck.sh)
 	hack/verify.sh
 
 .PHONY: test
@@ -135,6 +135,10 @@ demo: ## cluster up + a Deployment pod on the default network
 .PHONY: images
 images: ## OCI images of multinetd, webhook, deviceplugin into _output/images (imported when the local cluster runs; IMPORT=0|1, IMAGE_REPO, IMAGE_TAG)
 	hack/images.sh
+
+.PHONY: manifests
+manifests: ## render deploy/overlays/default into _output/deploy/default.yaml; IMAGE_DIGESTS=<file> ("<image> <repository>@sha256:<hex>" lines; make images writes _output/images/digests.txt) pins every image by digest (hack/tools/manifests)
+	$(GO) run ./hack/tools/manifests -overlay deploy/overlays/default $(if $(IMAGE_DIGESTS),-digests $(IMAGE_DIGESTS)) -o $(OUT)/deploy/default.yaml
 
 .PHONY: clean
 clean: ## stop the cluster if it runs, remove _output/

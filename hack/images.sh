@@ -6,10 +6,16 @@
 #      multinetd, multinet-delegate-launcher, multinet-shim, multinet-netdev, multinet-ipam, multinet-install,
 #      multinet-webhook, multinet-deviceplugin and multinet-dra-driver into
 #      _output/images/bin;
-#   2. hack/tools/images: one OCI image each, from scratch, written as
-#      docker-archive tarballs _output/images/{multinetd,webhook,deviceplugin,dra-driver}.tar
-#      and the list _output/images/images.txt ("<name> <ref>");
-#   3. IMPORT=1 (or IMPORT=auto, the default, when the local cluster's
+#   2. an SBOM of each binary, CycloneDX JSON from its Go build information
+#      (cyclonedx-gomod $CYCLONEDX_GOMOD_VERSION, from the Go module proxy,
+#      built into _output/tools), into _output/images/sbom/<binary>.cdx.json;
+#   3. hack/tools/images: one OCI image each, from scratch, written as
+#      docker-archive tarballs _output/images/{multinetd,webhook,deviceplugin,dra-driver}.tar,
+#      each carrying its binaries' SBOMs at /usr/share/sbom/<binary>.cdx.json,
+#      the list _output/images/images.txt ("<name> <ref>") and
+#      _output/images/digests.txt ("<name> <repo>/<name>@sha256:..."; make
+#      manifests IMAGE_DIGESTS=_output/images/digests.txt pins them);
+#   4. IMPORT=1 (or IMPORT=auto, the default, when the local cluster's
 #      containerd answers): ctr -n k8s.io images import of each tarball.
 #
 # Environment:
@@ -67,10 +73,25 @@ CGO_ENABLED=0 GOOS=linux GOARCH=$GOARCH go build -trimpath -tags grpcnotrace \
   ./cmd/multinet-webhook ./cmd/multinet-ipam-cleanup ./cmd/multinet-deviceplugin ./cmd/multinet-dra-driver
 log "binaries built in $((SECONDS - t0))s"
 
+CYCLONEDX_GOMOD_VERSION=v1.10.0
+if ! "$TOOLS/cyclonedx-gomod" version 2>/dev/null | grep -q "${CYCLONEDX_GOMOD_VERSION#v}"; then
+  log "building cyclonedx-gomod $CYCLONEDX_GOMOD_VERSION into ${TOOLS#"$ROOT"/}"
+  GOBIN=$TOOLS go install "github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$CYCLONEDX_GOMOD_VERSION"
+fi
+SBOM=$OUT/sbom
+rm -rf "$SBOM" && mkdir -p "$SBOM"
+for b in "$BIN"/*; do
+  # bin: the modules linked into the binary, from its build information
+  # (what runs, not what go.mod lists); -version names the main component.
+  "$TOOLS/cyclonedx-gomod" bin -json -version "$TAG" -output "$SBOM/$(basename "$b").cdx.json" "$b" 2>/dev/null ||
+    die "cyclonedx-gomod bin $b failed"
+done
+log "SBOMs (CycloneDX) of $(find "$SBOM" -name '*.cdx.json' | wc -l) binaries in ${SBOM#"$ROOT"/}"
+
 go build -o "$TOOLS/images" ./hack/tools/images
 tags=$TAG
 for t in $EXTRA_TAGS; do [[ $t == "$TAG" ]] || tags+=",$t"; done
-"$TOOLS/images" -bin-dir "$BIN" -out-dir "$OUT" -repo "$IMAGE_REPO" -tags "$tags" \
+"$TOOLS/images" -bin-dir "$BIN" -sbom-dir "$SBOM" -out-dir "$OUT" -repo "$IMAGE_REPO" -tags "$tags" \
   -version "$TAG" -revision "$REVISION" -arch "$GOARCH"
 
 # containerd_up says whether the local cluster's containerd answers.

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # verify.sh: gofmt, go vet (with and without the e2e build tag, and with chaos), no use of a
 # deprecated API (staticcheck's SA1019, with and without the e2e build tag,
-# except in the generated pkg/client/*/)
-# and, when present, hack/verify-codegen.sh. Exits non-zero on the first
-# failure.
+# except in the generated pkg/client/*/),
+# when present, hack/verify-codegen.sh, and no reachable known vulnerability
+# that hack/govulncheck-accepted.txt does not list (hack/govulncheck.sh:
+# govulncheck and its database from the Go module proxy, no other network).
+# Exits non-zero on the first failure.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -62,4 +64,7 @@ if [[ -x hack/verify-codegen.sh ]]; then
   echo "== hack/verify-codegen.sh"
   hack/verify-codegen.sh
 fi
+echo "== govulncheck (hack/govulncheck.sh)"
+hack/govulncheck.sh
+
 echo "verify: ok"

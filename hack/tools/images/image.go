@@ -117,13 +117,19 @@ type Meta struct {
 	Created  time.Time
 }
 
+// SBOMDir is where an image carries the SBOM of each of its binaries:
+// <SBOMDir>/<binary>.cdx.json (CycloneDX JSON, made by cyclonedx-gomod from
+// the binary's Go build information; hack/images.sh).
+const SBOMDir = "/usr/share/sbom"
+
 // buildImage returns the image for spec: one layer holding the binaries
-// (content from bins, keyed by File.Binary), /etc/passwd and /etc/group
+// (content from bins, keyed by File.Binary), their SBOMs when sboms has
+// them (keyed by File.Binary, at SBOMDir), /etc/passwd and /etc/group
 // with root and nonroot, /tmp, /run and /var/run -> /run; the config sets entrypoint, user,
 // platform and OCI labels. Timestamps come from meta.Created only, so the
 // same binaries give the same digest.
-func buildImage(spec Spec, bins map[string][]byte, meta Meta) (v1.Image, error) {
-	layerTar, err := rootfsTar(spec, bins, meta.Created)
+func buildImage(spec Spec, bins, sboms map[string][]byte, meta Meta) (v1.Image, error) {
+	layerTar, err := rootfsTar(spec, bins, sboms, meta.Created)
 	if err != nil {
 		return nil, fmt.Errorf("image %s: %w", spec.Name, err)
 	}
@@ -174,7 +180,7 @@ func buildImage(spec Spec, bins map[string][]byte, meta Meta) (v1.Image, error) 
 
 // rootfsTar returns the layer's tar stream: directories first (parents
 // before children), then symlinks, then files, each group sorted, owned by root, with fixed times.
-func rootfsTar(spec Spec, bins map[string][]byte, mtime time.Time) ([]byte, error) {
+func rootfsTar(spec Spec, bins, sboms map[string][]byte, mtime time.Time) ([]byte, error) {
 	files := map[string]tarFile{
 		"etc/passwd": {mode: 0o644, data: []byte(fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", NonRoot, NonRoot))},
 		"etc/group":  {mode: 0o644, data: []byte(fmt.Sprintf("root:x:0:\nnonroot:x:%d:\n", NonRoot))},
@@ -196,6 +202,9 @@ func rootfsTar(spec Spec, bins map[string][]byte, mtime time.Time) ([]byte, erro
 			return nil, fmt.Errorf("binary %s: path %q used twice", f.Binary, f.Path)
 		}
 		files[name] = tarFile{mode: 0o755, data: data}
+		if sbom, ok := sboms[f.Binary]; ok {
+			files[strings.TrimPrefix(path.Join(SBOMDir, f.Binary+".cdx.json"), "/")] = tarFile{mode: 0o644, data: sbom}
+		}
 	}
 	for name := range files {
 		for d := path.Dir(name); d != "."; d = path.Dir(d) {

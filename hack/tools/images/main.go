@@ -18,6 +18,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -46,6 +47,7 @@ func main() {
 	revision := flag.String("revision", "", "org.opencontainers.image.revision label (git commit)")
 	source := flag.String("source", "https://github.com/multinet/multinet", "org.opencontainers.image.source label")
 	arch := flag.String("arch", runtime.GOARCH, "architecture of the binaries (GOARCH)")
+	sbomDir := flag.String("sbom-dir", "", "directory of <binary>.cdx.json CycloneDX SBOMs: every binary must have one, and each image carries its binaries' at "+SBOMDir)
 	flag.Parse()
 	if *binDir == "" || *outDir == "" || flag.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "usage: images -bin-dir DIR -out-dir DIR [-repo R] [-tags T1,T2] [-images a,b] [-version V] [-revision SHA]")
@@ -62,7 +64,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "images: %v\n", err)
 		os.Exit(2)
 	}
-	results, err := run(specs, *binDir, *outDir, *repo, splitList(*tags), meta)
+	results, err := run(specs, *binDir, *sbomDir, *outDir, *repo, splitList(*tags), meta)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "images: %v\n", err)
 		os.Exit(1)
@@ -82,7 +84,12 @@ type Result struct {
 	Uncompressed, Compressed, TarballSize int64
 }
 
-func run(specs []Spec, binDir, outDir, repo string, tags []string, meta Meta) ([]Result, error) {
+// run builds and writes specs' images, images.txt ("<name> <first tag>")
+// and digests.txt ("<name> <repo>/<name>@<manifest digest>": the digest a
+// registry keeps when the archive is pushed as it is, e.g. crane push; the
+// input of make manifests IMAGE_DIGESTS). With sbomDir, every binary needs
+// <sbomDir>/<binary>.cdx.json.
+func run(specs []Spec, binDir, sbomDir, outDir, repo string, tags []string, meta Meta) ([]Result, error) {
 	if len(tags) == 0 {
 		return nil, fmt.Errorf("flag -tags: at least one tag is required")
 	}
@@ -90,13 +97,17 @@ func run(specs []Spec, binDir, outDir, repo string, tags []string, meta Meta) ([
 		return nil, err
 	}
 	var results []Result
-	var index strings.Builder
+	var index, digests strings.Builder
 	for _, spec := range specs {
 		bins, err := readBinaries(spec, binDir)
 		if err != nil {
 			return nil, err
 		}
-		img, err := buildImage(spec, bins, meta)
+		sboms, err := readSBOMs(spec, sbomDir)
+		if err != nil {
+			return nil, err
+		}
+		img, err := buildImage(spec, bins, sboms, meta)
 		if err != nil {
 			return nil, err
 		}
@@ -122,11 +133,41 @@ func run(specs []Spec, binDir, outDir, repo string, tags []string, meta Meta) ([
 		}
 		results = append(results, r)
 		fmt.Fprintf(&index, "%s %s\n", spec.Name, first.String())
+		fmt.Fprintf(&digests, "%s %s@%s\n", spec.Name, first.Context().Name(), r.Digest)
 	}
 	if err := os.WriteFile(filepath.Join(outDir, "images.txt"), []byte(index.String()), 0o644); err != nil {
 		return nil, err
 	}
+	if err := os.WriteFile(filepath.Join(outDir, "digests.txt"), []byte(digests.String()), 0o644); err != nil {
+		return nil, err
+	}
 	return results, nil
+}
+
+// readSBOMs reads the CycloneDX JSON SBOM of each of spec's binaries from
+// dir (none when dir is empty) and refuses one that is missing or is not a
+// CycloneDX document.
+func readSBOMs(spec Spec, dir string) (map[string][]byte, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	out := map[string][]byte{}
+	for _, f := range spec.Files {
+		p := filepath.Join(dir, f.Binary+".cdx.json")
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("image %s: SBOM of %s: %w", spec.Name, f.Binary, err)
+		}
+		var doc struct {
+			BOMFormat   string `json:"bomFormat"`
+			SpecVersion string `json:"specVersion"`
+		}
+		if err := json.Unmarshal(data, &doc); err != nil || doc.BOMFormat != "CycloneDX" || doc.SpecVersion == "" {
+			return nil, fmt.Errorf("image %s: %s is not a CycloneDX JSON SBOM (bomFormat %q, %v)", spec.Name, p, doc.BOMFormat, err)
+		}
+		out[f.Binary] = data
+	}
+	return out, nil
 }
 
 // readBinaries reads spec's binaries from binDir and refuses any that is

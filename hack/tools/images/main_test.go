@@ -41,7 +41,7 @@ func fakeBins(spec Spec) map[string][]byte {
 // build is buildImage with testMeta, failing the test on errors.
 func build(t *testing.T, s Spec, bins map[string][]byte) (v1.Image, *v1.ConfigFile) {
 	t.Helper()
-	img, err := buildImage(s, bins, testMeta)
+	img, err := buildImage(s, bins, nil, testMeta)
 	if err != nil {
 		t.Fatalf("buildImage(%s): %v", s.Name, err)
 	}
@@ -162,11 +162,11 @@ func TestWebhookImageIsNonRoot(t *testing.T) {
 
 func TestBuildImageDeterministic(t *testing.T) {
 	s := spec(t, "deviceplugin")
-	a, err := buildImage(s, fakeBins(s), testMeta)
+	a, err := buildImage(s, fakeBins(s), nil, testMeta)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := buildImage(s, fakeBins(s), testMeta)
+	b, _ := buildImage(s, fakeBins(s), nil, testMeta)
 	da, _ := a.Digest()
 	db, _ := b.Digest()
 	if da != db {
@@ -174,7 +174,7 @@ func TestBuildImageDeterministic(t *testing.T) {
 	}
 	other := fakeBins(s)
 	other["multinet-deviceplugin"] = append(other["multinet-deviceplugin"], 'x')
-	c, _ := buildImage(s, other, testMeta)
+	c, _ := buildImage(s, other, nil, testMeta)
 	if dc, _ := c.Digest(); dc == da {
 		t.Error("a different binary gave the same digest")
 	}
@@ -184,11 +184,11 @@ func TestBuildImageErrors(t *testing.T) {
 	s := spec(t, "multinetd")
 	bins := fakeBins(s)
 	delete(bins, "multinet-shim")
-	if _, err := buildImage(s, bins, testMeta); err == nil || !strings.Contains(err.Error(), "multinet-shim") {
+	if _, err := buildImage(s, bins, nil, testMeta); err == nil || !strings.Contains(err.Error(), "multinet-shim") {
 		t.Errorf("missing binary: err = %v", err)
 	}
 	bad := Spec{Name: "x", Files: []File{{"a", "relative/a"}}}
-	if _, err := buildImage(bad, map[string][]byte{"a": nil}, testMeta); err == nil {
+	if _, err := buildImage(bad, map[string][]byte{"a": nil}, nil, testMeta); err == nil {
 		t.Error("relative path: want an error")
 	}
 	if _, err := selectSpecs(Specs, []string{"nope"}); err == nil {
@@ -209,7 +209,7 @@ func TestRunWritesImportableArchives(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	results, err := run(defaults, binDir, outDir, "localhost/multinet", []string{"v9", "dev"}, testMeta)
+	results, err := run(defaults, binDir, "", outDir, "localhost/multinet", []string{"v9", "dev"}, testMeta)
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
@@ -242,6 +242,70 @@ func TestRunWritesImportableArchives(t *testing.T) {
 	if tmps, _ := filepath.Glob(filepath.Join(outDir, "*.tmp")); len(tmps) > 0 {
 		t.Errorf("temporary files left: %v", tmps)
 	}
+	// digests.txt: the archives' manifest digests, for make manifests
+	// IMAGE_DIGESTS.
+	digests, _ := os.ReadFile(filepath.Join(outDir, "digests.txt"))
+	for _, r := range results {
+		if want := r.Name + " localhost/multinet/" + r.Name + "@" + r.Digest.String() + "\n"; !strings.Contains(string(digests), want) {
+			t.Errorf("digests.txt = %q, want a line %q", digests, want)
+		}
+	}
+}
+
+// TestRunEmbedsSBOMs: with -sbom-dir every image carries the CycloneDX SBOM
+// of each of its binaries at SBOMDir, byte for byte; a binary without one,
+// or a file that is not CycloneDX, stops the build.
+func TestRunEmbedsSBOMs(t *testing.T) {
+	binDir, sbomDir, outDir := t.TempDir(), t.TempDir(), t.TempDir()
+	defaults, err := selectSpecs(Specs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbom := func(b string) []byte {
+		return []byte(`{"bomFormat":"CycloneDX","specVersion":"1.6","metadata":{"component":{"name":"` + b + `"}}}`)
+	}
+	for _, s := range defaults {
+		for b, data := range fakeBins(s) {
+			if err := os.WriteFile(filepath.Join(binDir, b), data, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(sbomDir, b+".cdx.json"), sbom(b), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	results, err := run(defaults, binDir, sbomDir, outDir, "localhost/multinet", []string{"dev"}, testMeta)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	for i, r := range results {
+		ref, _ := name.NewTag("localhost/multinet/" + r.Name + ":dev")
+		img, err := tarball.ImageFromPath(r.Tarball, &ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries := layerEntries(t, img)
+		for _, f := range defaults[i].Files {
+			p := strings.TrimPrefix(SBOMDir, "/") + "/" + f.Binary + ".cdx.json"
+			if e, ok := entries[p]; !ok || e.data != string(sbom(f.Binary)) {
+				t.Errorf("image %s: no SBOM of %s at /%s", r.Name, f.Binary, p)
+			}
+		}
+	}
+
+	s := spec(t, "webhook")
+	if err := os.Remove(filepath.Join(sbomDir, "multinet-webhook.cdx.json")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run([]Spec{s}, binDir, sbomDir, t.TempDir(), "localhost/multinet", []string{"dev"}, testMeta); err == nil || !strings.Contains(err.Error(), "SBOM of multinet-webhook") {
+		t.Errorf("run without the webhook's SBOM: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(sbomDir, "multinet-webhook.cdx.json"), []byte(`{"spdxVersion":"SPDX-2.3"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run([]Spec{s}, binDir, sbomDir, t.TempDir(), "localhost/multinet", []string{"dev"}, testMeta); err == nil || !strings.Contains(err.Error(), "not a CycloneDX") {
+		t.Errorf("run with a non-CycloneDX SBOM: %v", err)
+	}
 }
 
 func TestRunRefusesDynamicBinaries(t *testing.T) {
@@ -250,14 +314,14 @@ func TestRunRefusesDynamicBinaries(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(binDir, "multinet-webhook"), elfbin.Synthetic("/lib64/ld-linux-x86-64.so.2"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, err := run([]Spec{s}, binDir, t.TempDir(), "localhost/multinet", []string{"dev"}, testMeta)
+	_, err := run([]Spec{s}, binDir, "", t.TempDir(), "localhost/multinet", []string{"dev"}, testMeta)
 	if err == nil || !strings.Contains(err.Error(), "dynamically linked") || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
 		t.Errorf("err = %v, want a dynamically-linked refusal", err)
 	}
 	if err := os.WriteFile(filepath.Join(binDir, "multinet-webhook"), []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := run([]Spec{s}, binDir, t.TempDir(), "localhost/multinet", []string{"dev"}, testMeta); !errors.Is(err, elfbin.ErrNotELF) {
+	if _, err := run([]Spec{s}, binDir, "", t.TempDir(), "localhost/multinet", []string{"dev"}, testMeta); !errors.Is(err, elfbin.ErrNotELF) {
 		t.Errorf("script: err = %v, want ErrNotELF", err)
 	}
 }
@@ -321,7 +385,7 @@ func TestCoreDNSImage(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(binDir, "coredns"), bins["coredns"], 0o755); err != nil {
 		t.Fatal(err)
 	}
-	results, err := run([]Spec{s}, binDir, outDir, "localhost/multinet", []string{"v1.15.0"}, testMeta)
+	results, err := run([]Spec{s}, binDir, "", outDir, "localhost/multinet", []string{"v1.15.0"}, testMeta)
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
