@@ -99,14 +99,9 @@ func (o *lintOptions) run(s Streams) error {
 	if msgs := validation.IsDNS1123Label(o.namespace); len(msgs) > 0 {
 		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("lint: --namespace %q: %s", o.namespace, strings.Join(msgs, "; "))}
 	}
-	policy, err := o.policy.policy()
+	policy, err := o.lintPolicy()
 	if err != nil {
 		return err
-	}
-	if o.trustFile != "" {
-		if policy.NADTrust.Policy, err = podnetworks.ReadNADTrustPolicy(o.trustFile); err != nil {
-			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("lint: --nad-trust-policy: %w", err)}
-		}
 	}
 	objs, err := readObjects(o.files, s.In)
 	if err != nil {
@@ -223,4 +218,20 @@ func expand(name string) ([]string, error) {
 		return nil, fmt.Errorf("%s: no .yaml, .yml or .json files in the directory", name)
 	}
 	return paths, nil
+}
+
+// lintPolicy is the policy flags' podnetworks.Policy with the NAD trust
+// policy of --nad-trust-policy, when given (a usage error when it cannot
+// be read).
+func (o *lintOptions) lintPolicy() (podnetworks.Policy, error) {
+	policy, err := o.policy.policy()
+	if err != nil {
+		return policy, err
+	}
+	if o.trustFile != "" {
+		if policy.NADTrust.Policy, err = podnetworks.ReadNADTrustPolicy(o.trustFile); err != nil {
+			return policy, &ExitError{Code: ExitUsage, Err: fmt.Errorf("lint: --nad-trust-policy: %w", err)}
+		}
+	}
+	return policy, nil
 }

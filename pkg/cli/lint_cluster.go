@@ -49,14 +49,9 @@ func (o *lintOptions) runCluster(ctx context.Context, s Streams) error {
 	if !slices.Contains([]string{"", "wide", "json"}, o.output) {
 		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("lint: --output %q: must be empty, wide or json", o.output)}
 	}
-	policy, err := o.policy.policy()
+	policy, err := o.lintPolicy()
 	if err != nil {
 		return err
-	}
-	if o.trustFile != "" {
-		if policy.NADTrust.Policy, err = podnetworks.ReadNADTrustPolicy(o.trustFile); err != nil {
-			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("lint: --nad-trust-policy: %w", err)}
-		}
 	}
 	c, err := o.clients()
 	if err != nil {

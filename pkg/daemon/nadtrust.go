@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -50,13 +49,6 @@ func namespaceLabels(store cache.Store, core corev1client.NamespacesGetter) podn
 				return ns.Labels, nil
 			}
 		}
-		ns, err := core.Namespaces().Get(ctx, name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			return nil, nil
-		case err != nil:
-			return nil, err
-		}
-		return ns.Labels, nil
+		return kube.NamespaceLabels(ctx, core.Namespaces(), name)
 	}
 }

@@ -17,7 +17,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/multinet/multinet/pkg/podnetworks"
 )
@@ -193,23 +192,7 @@ func TestTenantNADTrustRefusedAtADD(t *testing.T) {
 		}
 	}
 
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := testCluster.kube.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		cur.Spec.SchedulingGates = nil
-		_, err = testCluster.kube.CoreV1().Pods(ns).Update(ctx, cur, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		t.Fatalf("remove the scheduling gate: %v", err)
-	}
-	msg := waitEvent(t, ns, p.Name, "NetworkAttachFailed")
-	t.Logf("multinetd's Event: %s", msg)
-	if msg != want {
-		t.Errorf("multinetd's Event:\n got %q\nwant %q", msg, want)
-	}
+	releaseGateRefused(t, ctx, p, want)
 	if a := recordAttachments(t, ns, p.Name); len(a) != 0 {
 		t.Errorf("records hold attachments %+v, want none", a)
 	}

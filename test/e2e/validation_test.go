@@ -532,23 +532,7 @@ func TestNADChangedAfterAdmission(t *testing.T) {
 	setNADConfig(t, ns, "net", string(b))
 	want := verdictMessage(t, p, deployedPolicy(t))
 
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := testCluster.kube.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		cur.Spec.SchedulingGates = nil
-		_, err = testCluster.kube.CoreV1().Pods(ns).Update(ctx, cur, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil {
-		t.Fatalf("remove the scheduling gate: %v", err)
-	}
-	msg := waitEvent(t, ns, p.Name, "NetworkAttachFailed")
-	t.Logf("multinetd's Event: %s", msg)
-	if msg != want {
-		t.Errorf("multinetd's Event:\n got %q\nwant %q", msg, want)
-	}
+	msg := releaseGateRefused(t, ctx, p, want)
 	if !strings.Contains(msg, `field "mac": needs runtimeConfig "mac", but no plugin of CNI config "net"`) {
 		t.Errorf("multinetd's Event %q does not name the capability the NAD lost", msg)
 	}
@@ -558,4 +542,30 @@ func TestNADChangedAfterAdmission(t *testing.T) {
 	deletePod(t, ns, p.Name)
 	assertReleased(t, net)
 	assertNoRecords(t, ns)
+}
+
+// releaseGateRefused removes the scheduling gates of the pod p (created
+// with one, so that multinetd's ADD comes after the test changed what it
+// reads) and returns multinetd's NetworkAttachFailed Event message, failing
+// the test unless it is want (podnetworks' verdict).
+func releaseGateRefused(t *testing.T, ctx context.Context, p *corev1.Pod, want string) string {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := testCluster.kube.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Spec.SchedulingGates = nil
+		_, err = testCluster.kube.CoreV1().Pods(p.Namespace).Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("remove the scheduling gate: %v", err)
+	}
+	msg := waitEvent(t, p.Namespace, p.Name, "NetworkAttachFailed")
+	t.Logf("multinetd's Event: %s", msg)
+	if msg != want {
+		t.Errorf("multinetd's Event:\n got %q\nwant %q", msg, want)
+	}
+	return msg
 }

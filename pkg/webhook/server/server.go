@@ -40,6 +40,7 @@ import (
 
 	"github.com/multinet/multinet/pkg/client/clientset/versioned"
 	nadinformers "github.com/multinet/multinet/pkg/client/informers/externalversions"
+	mnkube "github.com/multinet/multinet/pkg/kube"
 	"github.com/multinet/multinet/pkg/nadlookup"
 	"github.com/multinet/multinet/pkg/podnetworks"
 	"github.com/multinet/multinet/pkg/webhook"
@@ -455,13 +456,6 @@ func liveNamespaceLabels(kube kubernetes.Interface) podnetworks.NamespaceLabelsF
 	return func(ctx context.Context, name string) (map[string]string, error) {
 		ctx, cancel := context.WithTimeout(ctx, namespaceGetTimeout)
 		defer cancel()
-		ns, err := kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			return nil, nil
-		case err != nil:
-			return nil, err
-		}
-		return ns.Labels, nil
+		return mnkube.NamespaceLabels(ctx, kube.CoreV1().Namespaces(), name)
 	}
 }
