@@ -47,6 +47,7 @@ import (
 	"time"
 
 	"github.com/multinet/multinet/internal/testskip"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -56,6 +57,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 )
 
@@ -612,14 +614,18 @@ type missingError struct{ err error }
 func (e *missingError) Error() string { return e.err.Error() }
 func (e *missingError) Unwrap() error { return e.err }
 
-// ServiceAccountConfig creates (replacing what is there) the ClusterRoles,
+// ServiceAccountConfig creates or updates the ClusterRoles,
 // ClusterRoleBindings, Roles and RoleBindings of rbacFile, a multi-document
 // YAML file named from the module root (e.g.
 // "deploy/base/multinetd-rbac.yaml"; Roles and RoleBindings without a
-// namespace go into namespace, created when missing), and returns a
-// configuration impersonating ServiceAccount namespace/name with the groups
-// the API server gives it: a component tested with it has exactly the
-// privileges the install gives it. Other kinds in the file are skipped.
+// namespace go into namespace, created when missing), waits until the API
+// server's authorizer grants what they say (a SubjectAccessReview per rule
+// allowed), and returns a configuration impersonating ServiceAccount
+// namespace/name with the groups the API server gives it: a component
+// tested with it has exactly the privileges the install gives it. Other
+// kinds in the file are skipped. The objects are never deleted and
+// re-created: another test of the package using the same file must never
+// meet the role missing.
 func (s *Server) ServiceAccountConfig(tb testing.TB, rbacFile, namespace, name string) *rest.Config {
 	tb.Helper()
 	root, err := moduleRoot()
@@ -633,54 +639,121 @@ func (s *Server) ServiceAccountConfig(tb testing.TB, rbacFile, namespace, name s
 	kc := kubernetes.NewForConfigOrDie(s.Config())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	user := "system:serviceaccount:" + namespace + ":" + name
+	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}
+	var checks []authorizationv1.ResourceAttributes
 	for _, doc := range strings.Split(string(data), "\n---\n") {
 		var kind struct{ Kind string }
 		if err := yaml.Unmarshal([]byte(doc), &kind); err != nil {
 			tb.Fatalf("%s: %v", rbacFile, err)
 		}
-		switch kind.Kind {
-		case "ClusterRole":
-			var r rbacv1.ClusterRole
-			if err := yaml.UnmarshalStrict([]byte(doc), &r); err != nil {
-				tb.Fatalf("%s: %v", rbacFile, err)
-			}
-			_ = kc.RbacV1().ClusterRoles().Delete(ctx, r.Name, metav1.DeleteOptions{})
-			if _, err := kc.RbacV1().ClusterRoles().Create(ctx, &r, metav1.CreateOptions{}); err != nil {
-				tb.Fatal(err)
-			}
-		case "ClusterRoleBinding":
-			var b rbacv1.ClusterRoleBinding
-			if err := yaml.UnmarshalStrict([]byte(doc), &b); err != nil {
-				tb.Fatalf("%s: %v", rbacFile, err)
-			}
-			_ = kc.RbacV1().ClusterRoleBindings().Delete(ctx, b.Name, metav1.DeleteOptions{})
-			if _, err := kc.RbacV1().ClusterRoleBindings().Create(ctx, &b, metav1.CreateOptions{}); err != nil {
-				tb.Fatal(err)
-			}
-		case "Role":
-			var r rbacv1.Role
-			if err := yaml.UnmarshalStrict([]byte(doc), &r); err != nil {
-				tb.Fatalf("%s: %v", rbacFile, err)
-			}
-			ns := ensureNamespace(ctx, tb, kc, r.Namespace, namespace)
-			_ = kc.RbacV1().Roles(ns).Delete(ctx, r.Name, metav1.DeleteOptions{})
-			if _, err := kc.RbacV1().Roles(ns).Create(ctx, &r, metav1.CreateOptions{}); err != nil {
-				tb.Fatal(err)
-			}
-		case "RoleBinding":
-			var b rbacv1.RoleBinding
-			if err := yaml.UnmarshalStrict([]byte(doc), &b); err != nil {
-				tb.Fatalf("%s: %v", rbacFile, err)
-			}
-			ns := ensureNamespace(ctx, tb, kc, b.Namespace, namespace)
-			_ = kc.RbacV1().RoleBindings(ns).Delete(ctx, b.Name, metav1.DeleteOptions{})
-			if _, err := kc.RbacV1().RoleBindings(ns).Create(ctx, &b, metav1.CreateOptions{}); err != nil {
-				tb.Fatal(err)
-			}
+		if err := applyRBAC(ctx, tb, kc, kind.Kind, []byte(doc), namespace, &checks); err != nil {
+			tb.Fatalf("%s: %s: %v", rbacFile, kind.Kind, err)
 		}
 	}
-	return s.ConfigAs("system:serviceaccount:"+namespace+":"+name,
-		"system:serviceaccounts", "system:serviceaccounts:"+namespace, "system:authenticated")
+	for _, c := range checks {
+		err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			r, err := kc.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+				Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups, ResourceAttributes: &c},
+			}, metav1.CreateOptions{})
+			return err == nil && r.Status.Allowed, nil
+		})
+		if err != nil {
+			tb.Fatalf("%s: %s is not granted %+v by the API server: %v", rbacFile, user, c, err)
+		}
+	}
+	return s.ConfigAs(user, groups...)
+}
+
+// applyRBAC creates the RBAC object doc of kind, or updates the one there,
+// and adds to checks one access its rules grant (the first plain verb,
+// resource and name of each rule), to wait for. Other kinds: nothing.
+func applyRBAC(ctx context.Context, tb testing.TB, kc kubernetes.Interface, kind string, doc []byte, namespace string, checks *[]authorizationv1.ResourceAttributes) error {
+	var rules []rbacv1.PolicyRule
+	var err error
+	switch kind {
+	case "ClusterRole":
+		var r rbacv1.ClusterRole
+		if err = yaml.UnmarshalStrict(doc, &r); err == nil {
+			rules = r.Rules
+			err = createOrUpdate(ctx, kc.RbacV1().ClusterRoles(), &r, func(cur, want *rbacv1.ClusterRole) { cur.Rules = want.Rules })
+		}
+	case "ClusterRoleBinding":
+		var b rbacv1.ClusterRoleBinding
+		if err = yaml.UnmarshalStrict(doc, &b); err == nil {
+			err = createOrUpdate(ctx, kc.RbacV1().ClusterRoleBindings(), &b, func(cur, want *rbacv1.ClusterRoleBinding) { cur.Subjects = want.Subjects })
+		}
+	case "Role":
+		var r rbacv1.Role
+		if err = yaml.UnmarshalStrict(doc, &r); err == nil {
+			r.Namespace = ensureNamespace(ctx, tb, kc, r.Namespace, namespace)
+			namespace, rules = r.Namespace, r.Rules
+			err = createOrUpdate(ctx, kc.RbacV1().Roles(r.Namespace), &r, func(cur, want *rbacv1.Role) { cur.Rules = want.Rules })
+		}
+	case "RoleBinding":
+		var b rbacv1.RoleBinding
+		if err = yaml.UnmarshalStrict(doc, &b); err == nil {
+			b.Namespace = ensureNamespace(ctx, tb, kc, b.Namespace, namespace)
+			err = createOrUpdate(ctx, kc.RbacV1().RoleBindings(b.Namespace), &b, func(cur, want *rbacv1.RoleBinding) { cur.Subjects = want.Subjects })
+		}
+	}
+	if kind != "Role" {
+		namespace = ""
+	}
+	for _, rule := range rules {
+		if c, ok := ruleCheck(rule, namespace); ok {
+			*checks = append(*checks, c)
+		}
+	}
+	return err
+}
+
+// ruleCheck is one access rule grants: its first plain verb (not a
+// node-aware "associated-node:…" one, which needs a node), group and
+// resource (a "pods/status" is resource and subresource), and name.
+func ruleCheck(rule rbacv1.PolicyRule, namespace string) (authorizationv1.ResourceAttributes, bool) {
+	if len(rule.APIGroups) == 0 || len(rule.Resources) == 0 {
+		return authorizationv1.ResourceAttributes{}, false
+	}
+	for _, verb := range rule.Verbs {
+		if strings.Contains(verb, ":") {
+			continue
+		}
+		res, sub, _ := strings.Cut(rule.Resources[0], "/")
+		c := authorizationv1.ResourceAttributes{Namespace: namespace, Verb: verb, Group: rule.APIGroups[0], Resource: res, Subresource: sub}
+		if len(rule.ResourceNames) > 0 {
+			c.Name = rule.ResourceNames[0]
+		}
+		return c, true
+	}
+	return authorizationv1.ResourceAttributes{}, false
+}
+
+// rbacClient is the part of a typed RBAC client createOrUpdate uses.
+type rbacClient[T any] interface {
+	Create(context.Context, T, metav1.CreateOptions) (T, error)
+	Get(context.Context, string, metav1.GetOptions) (T, error)
+	Update(context.Context, T, metav1.UpdateOptions) (T, error)
+}
+
+// createOrUpdate creates want, or, when it exists, sets what it grants
+// (merge) on the stored object and updates it, retrying on a conflict.
+func createOrUpdate[T interface {
+	comparable
+	metav1.Object
+}](ctx context.Context, c rbacClient[T], want T, merge func(cur, want T)) error {
+	if _, err := c.Create(ctx, want, metav1.CreateOptions{}); !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := c.Get(ctx, want.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		merge(cur, want)
+		_, err = c.Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 // ensureNamespace returns ns, or def when ns is empty, after creating that
