@@ -184,7 +184,7 @@ kind: ClusterRole
 metadata: {name: "multinet:webhook-host"}
 rules:
 - {apiGroups: [k8s.cni.cncf.io], resources: [network-attachment-definitions], verbs: [get, list, watch]}
-- {apiGroups: [""], resources: [namespaces], verbs: [get]}
+- {apiGroups: [""], resources: [namespaces], verbs: [get, list, watch]}
 - {apiGroups: [resource.k8s.io], resources: [resourceslices, deviceclasses], verbs: [get, list, watch]}
 - {apiGroups: [admissionregistration.k8s.io], resources: [mutatingwebhookconfigurations, validatingwebhookconfigurations], verbs: [get, create, update]}
 ---

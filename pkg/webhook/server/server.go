@@ -30,6 +30,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -211,18 +212,22 @@ func Run(ctx context.Context, c Config) error {
 	// before the pod) is read from the API server before a pod is denied.
 	hopts.NADs = nadInformer.Lister()
 	hopts.LiveNAD = nadlookup.LiveGet(nadClient.K8sCniCncfIoV1())
-	// The NAD trust rules select namespaces by label: read live at each NAD
-	// CREATE/UPDATE (rare), so that a label an admin just set or removed
-	// counts at once (docs/decisions/nad-trust.md).
-	hopts.NADTrust.Namespaces = liveNamespaceLabels(kube)
+	// The NAD trust rules and the Pod Security rule select namespaces by
+	// label: read from a namespace informer (labels only), a namespace it
+	// has not seen yet live (docs/decisions/nad-trust.md). Every pod
+	// admission reads them, so a live GET each would queue a burst of pods
+	// on the client's rate limiter.
+	nsInformers := informers.NewSharedInformerFactoryWithOptions(kube, c.InformerResync, informers.WithTransform(mnkube.NamespaceLabelsOnly))
+	nsInformer := nsInformers.Core().V1().Namespaces().Informer()
+	hopts.NADTrust.Namespaces = podnetworks.NamespaceLabelsFunc(mnkube.CachedNamespaceLabels(nsInformer.GetStore(), kube.CoreV1().Namespaces()))
 	dra, err := draIndex(ctx, kube, c.InformerResync)
 	if err != nil {
 		return err
 	}
-	hopts.Synced = inf.HasSynced
+	hopts.Synced = func() bool { return inf.HasSynced() && nsInformer.HasSynced() }
 	if dra != nil {
 		hopts.DRA = dra
-		hopts.Synced = func() bool { return inf.HasSynced() && dra.HasSynced() }
+		hopts.Synced = func() bool { return inf.HasSynced() && nsInformer.HasSynced() && dra.HasSynced() }
 	}
 	hopts.Metrics = metrics
 	hooks, err := webhook.New(hopts)
@@ -281,6 +286,7 @@ func Run(ctx context.Context, c Config) error {
 	}
 
 	nadInformers.StartWithContext(ctx)
+	nsInformers.StartWithContext(ctx)
 	if dra != nil {
 		dra.Start(ctx)
 	}
@@ -448,14 +454,3 @@ func wrapErr(what string, err error) error {
 }
 
 // namespaceGetTimeout bounds the live GET of a NAD's namespace.
-const namespaceGetTimeout = 5 * time.Second
-
-// liveNamespaceLabels reads a namespace's labels from the API server within
-// namespaceGetTimeout: nil for one that does not exist.
-func liveNamespaceLabels(kube kubernetes.Interface) podnetworks.NamespaceLabelsFunc {
-	return func(ctx context.Context, name string) (map[string]string, error) {
-		ctx, cancel := context.WithTimeout(ctx, namespaceGetTimeout)
-		defer cancel()
-		return mnkube.NamespaceLabels(ctx, kube.CoreV1().Namespaces(), name)
-	}
-}
