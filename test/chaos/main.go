@@ -51,6 +51,7 @@ import (
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
 	"github.com/multinet/multinet/internal/clusterenv"
 	"github.com/multinet/multinet/pkg/client/clientset/versioned"
+	"github.com/multinet/multinet/pkg/podnetworks"
 	"github.com/multinet/multinet/pkg/state"
 	"github.com/multinet/multinet/pkg/status"
 )
@@ -333,7 +334,9 @@ func (s *suite) setup() error {
 	logf("namespace %s", s.ns)
 	if err := retry(time.Minute, func(ctx context.Context) error {
 		_, err := s.c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-			Name: s.ns, Labels: map[string]string{"multinet.io/chaos": "true"}}}, metav1.CreateOptions{})
+			// Labelled trusted, as an admin would (the shipped NAD trust
+			// policy): its NADs name node bridges and host-local dataDirs.
+			Name: s.ns, Labels: map[string]string{"multinet.io/chaos": "true", podnetworks.NADTrustLabel: podnetworks.NADTrustUnrestricted}}}, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			return nil
 		}
