@@ -4,7 +4,8 @@
 # as root with the cluster's env file; flags go to the bench command
 # (_output/bin/multinet-bench -h lists them, e.g. -n 100 -concurrency 10,50).
 # Prints a markdown table and writes it to _output/bench/results.md.
-# docs/bench.md describes what is measured and how.
+# Also writes the dated report docs/bench/<date>-<commit>.md with its pictures
+# and rewrites the "Latest run" block of docs/bench.md (docs/bench.md describes it).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
