@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
+	"github.com/multinet/multinet/internal/lifecycle"
 	"github.com/multinet/multinet/pkg/attach"
 	corev1client "github.com/multinet/multinet/pkg/client/clientset/kubernetes/typed/core/v1"
 	resourcev1client "github.com/multinet/multinet/pkg/client/clientset/kubernetes/typed/resource/v1"
@@ -30,6 +31,7 @@ import (
 	"github.com/multinet/multinet/pkg/cniserver"
 	"github.com/multinet/multinet/pkg/devinfo"
 	"github.com/multinet/multinet/pkg/draclaims"
+	"github.com/multinet/multinet/pkg/ipamd"
 	"github.com/multinet/multinet/pkg/kube"
 	"github.com/multinet/multinet/pkg/nadlookup"
 	"github.com/multinet/multinet/pkg/netconf"
@@ -40,7 +42,8 @@ import (
 	"github.com/multinet/multinet/pkg/state"
 )
 
-// shutdownTimeout bounds waiting for in-flight CNI operations on stop.
+// shutdownTimeout bounds the whole shutdown: waiting for in-flight CNI
+// operations, the network-status writes and the records' group commit.
 const shutdownTimeout = 30 * time.Second
 
 // Run runs multinetd with cfg (Complete already called) until ctx ends.
@@ -51,125 +54,325 @@ const shutdownTimeout = 30 * time.Second
 // informer (then one GET), and for the NAD informer's first list (at most
 // nadSyncWait; then one GET of a NAD the cache lacks). The CNI config file
 // is written once the informers have synced and the default network is
-// available (spec §6.1).
+// available (spec §6.1). multinetd's parts start in the order of
+// daemon.components and stop in the reverse order (internal/lifecycle).
 //
 // Errors: the API client cannot be built, the state dir or the socket
-// cannot be created, the metrics address cannot be bound.
+// cannot be created, the metrics address cannot be bound, the CNI server
+// stops serving.
 func Run(ctx context.Context, cfg Config) error {
-	log := klog.FromContext(ctx).WithValues("node", cfg.NodeName)
-	restConfig, err := restConfig(cfg)
+	d, err := newDaemon(cfg)
 	if err != nil {
 		return err
 	}
-	clients, err := newAPIClients(restConfig)
-	if err != nil {
-		return err
-	}
-	pods, err := kube.NewPodCache(clients.core, kube.PodCacheOptions{NodeName: cfg.NodeName})
-	if err != nil {
-		return err
-	}
-	nadInformer, err := newNADInformer(clients.nads)
-	if err != nil {
-		return err
-	}
-	nadTrust, nsInformer, err := nadTrust(cfg, clients.core)
-	if err != nil {
-		return err
-	}
+	return lifecycle.Group{Components: d.components(), StopTimeout: shutdownTimeout}.Run(ctx)
+}
 
-	m := newMetrics()
+// daemon is multinetd's wiring: what its components share. newDaemon
+// fills the caches and the configuration; the components' Start fill the
+// rest, in order.
+type daemon struct {
+	cfg        Config
+	restConfig *rest.Config
+	clients    *apiClients
+	m          *metrics
+
+	pods        *kube.PodCache
+	nadInformer cache.SharedIndexInformer
+	nsInformer  cache.SharedIndexInformer
+	nadTrust    podnetworks.NADTrust
+
+	store          *state.Store
+	resolver       *netconf.Resolver
+	lookup         *nadlookup.Lookup
+	defaultNetwork attach.DefaultNetworkFunc
+
+	// trigger asks the CNI config writer to look again (a NAD changed, the
+	// informers synced).
+	trigger chan struct{}
+	// synced: the pod, NAD and namespace informers have listed once.
+	synced atomic.Bool
+	// confWritten: the CNI config file has been written once.
+	confWritten atomic.Bool
+
+	// Set by the components' Start.
+	events    *kube.Events
+	devices   attach.Devices
+	delegates *nodeexec.Exec
+	engine    *attach.Engine
+	hotPlug   *hotPlugger
+	conf      *confFile
+}
+
+// newDaemon builds the API clients, the (not yet started) pod, NAD and
+// namespace informers, the record store and the NAD and default network
+// lookups of cfg. Errors: the API client cannot be built, an informer
+// cannot be made, the NAD trust policy cannot be read, the state dir
+// cannot be opened.
+func newDaemon(cfg Config) (*daemon, error) {
+	d := &daemon{cfg: cfg, m: newMetrics(), trigger: make(chan struct{}, 1)}
+	var err error
+	if d.restConfig, err = restConfig(cfg); err != nil {
+		return nil, err
+	}
+	if d.clients, err = newAPIClients(d.restConfig); err != nil {
+		return nil, err
+	}
+	if d.pods, err = kube.NewPodCache(d.clients.core, kube.PodCacheOptions{NodeName: cfg.NodeName}); err != nil {
+		return nil, err
+	}
+	if d.nadInformer, err = newNADInformer(d.clients.nads); err != nil {
+		return nil, err
+	}
+	if d.nadTrust, d.nsInformer, err = nadTrust(cfg, d.clients.core); err != nil {
+		return nil, err
+	}
 	// Complete checked and normalized recordSync.
-	store, err := state.OpenStore(filepath.Join(cfg.StateDir, "records"), state.Options{Sync: state.SyncMode(cfg.RecordSync), OnSync: m.recordSync})
+	d.store, err = state.OpenStore(filepath.Join(cfg.StateDir, "records"), state.Options{Sync: state.SyncMode(cfg.RecordSync), OnSync: d.m.recordSync})
 	if err != nil {
-		return fmt.Errorf("state dir: %w", err)
+		return nil, fmt.Errorf("state dir: %w", err)
 	}
 	onDisk, defaultDir := confDirs(cfg)
-	resolver := netconf.NewResolver(onDisk, 0)
-	lookup := nadLookup(clients.nads, nadInformer, cfg.NADSyncWait.Duration, m)
-	defaultNetwork := defaultNetworkFunc(cfg, defaultDir, lookup, cfg.NADSyncWait.Duration, resolver)
-
-	trigger := make(chan struct{}, 1)
-	poke := func() {
-		select {
-		case trigger <- struct{}{}:
-		default:
-		}
+	d.resolver = netconf.NewResolver(onDisk, 0)
+	d.lookup = nadLookup(d.clients.nads, d.nadInformer, cfg.NADSyncWait.Duration, d.m)
+	d.defaultNetwork = defaultNetworkFunc(cfg, defaultDir, d.lookup, cfg.NADSyncWait.Duration, d.resolver)
+	if err := d.watchNADs(); err != nil {
+		return nil, err
 	}
-	if _, err := nadInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { poke() },
-		UpdateFunc: func(any, any) { poke() },
+	return d, nil
+}
+
+// watchNADs makes every NAD change poke the CNI config writer (the default
+// network may be a NAD) and a deleted NAD's resolved config forgotten.
+func (d *daemon) watchNADs() error {
+	_, err := d.nadInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { d.poke() },
+		UpdateFunc: func(any, any) { d.poke() },
 		DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
+			if gone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = gone.Obj
 			}
 			if nad, ok := obj.(*nadv1.NetworkAttachmentDefinition); ok {
-				resolver.Forget(nad.Namespace, nad.Name)
+				d.resolver.Forget(nad.Namespace, nad.Name)
 			}
-			poke()
+			d.poke()
 		},
-	}); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("NAD informer handler: %w", err)
 	}
+	return nil
+}
 
-	var synced atomic.Bool
-	ready := func() error {
-		if !synced.Load() {
-			return errors.New("informers not synced")
-		}
-		return nil
+// poke asks the CNI config writer to look again, without waiting.
+func (d *daemon) poke() {
+	select {
+	case d.trigger <- struct{}{}:
+	default:
 	}
+}
 
-	events := kube.NewEvents(ctx, clients.events, "multinetd", cfg.NodeName)
-	defer events.Shutdown()
-
-	var devices attach.Devices
-	if cfg.PodResourcesSocket != "" {
-		pr, err := podresources.New(cfg.PodResourcesSocket, podresources.Options{})
-		if err != nil {
-			return fmt.Errorf("podResourcesSocket: %w", err)
-		}
-		defer pr.Close()
-		devices = pr
+// ready is the engine's readiness (ADD needs the informers' first list).
+func (d *daemon) ready() error {
+	if !d.synced.Load() {
+		return errors.New("informers not synced")
 	}
+	return nil
+}
 
-	if err := exportIPAMSocket(cfg); err != nil {
+// readyz is /readyz: the informers have synced and the CNI config file is
+// written.
+func (d *daemon) readyz() error {
+	if err := d.ready(); err != nil {
 		return err
 	}
-	delegates, launcher, err := delegateExec(cfg)
-	if err != nil {
-		return err
+	if !d.confWritten.Load() {
+		return errors.New("CNI config not written yet (default network not available)")
 	}
-	if launcher != nil {
-		defer launcher.Close()
+	return nil
+}
+
+// components are multinetd's parts in start order; they stop in the
+// reverse order: the CNI config writer first and the file removed (with
+// removeCNIConfigOnExit), so that the runtime stops calling the shim; the
+// background loops; the CNI server stops accepting and drains its
+// in-flight requests, then multinet-ipam's server (the delegates of those
+// requests call it); the informers; the engine's network-status writes
+// and the records' group commit; the metrics server; the delegate
+// launcher, the kubelet's pod resources client and the Event broadcaster
+// last.
+func (d *daemon) components() []lifecycle.Component {
+	return []lifecycle.Component{
+		d.eventsComponent(),
+		d.podResourcesComponent(),
+		d.delegatesComponent(),
+		d.metricsComponent(),
+		d.engineComponent(),
+		d.informersComponent(),
+		d.ipamComponent(),
+		d.cniServerComponent(),
+		d.hotPlugComponent(),
+		d.reaperComponent(),
+		d.statusRetriesComponent(),
+		d.confFileOnExitComponent(),
+		d.confWriterComponent(),
 	}
+}
+
+// eventsComponent posts the Events of multinetd (kube.Events) on their own
+// API client.
+func (d *daemon) eventsComponent() lifecycle.Component {
+	return lifecycle.Component{
+		Name: "Event broadcaster",
+		Start: func(ctx context.Context) error {
+			d.events = kube.NewEvents(ctx, d.clients.events, "multinetd", d.cfg.NodeName)
+			return nil
+		},
+		Stop: func(context.Context) error {
+			d.events.Shutdown()
+			return nil
+		},
+	}
+}
+
+// podResourcesComponent is the kubelet's pod resources client (the devices
+// allocated to a pod), when podResourcesSocket is set.
+func (d *daemon) podResourcesComponent() lifecycle.Component {
+	var pr *podresources.Client
+	return lifecycle.Component{
+		Name: "pod resources client",
+		Start: func(context.Context) error {
+			if d.cfg.PodResourcesSocket == "" {
+				return nil
+			}
+			var err error
+			if pr, err = podresources.New(d.cfg.PodResourcesSocket, podresources.Options{}); err != nil {
+				return fmt.Errorf("podResourcesSocket: %w", err)
+			}
+			d.devices = pr
+			return nil
+		},
+		Stop: func(context.Context) error {
+			if pr == nil {
+				return nil
+			}
+			return pr.Close()
+		},
+	}
+}
+
+// delegatesComponent is how delegates run (delegateExec), with the
+// launcher process when delegateCgroup is set, and multinet-ipam's socket
+// in their environment.
+func (d *daemon) delegatesComponent() lifecycle.Component {
+	var launcher *nodeexec.Launcher
+	return lifecycle.Component{
+		Name: "delegate launcher",
+		Start: func(context.Context) error {
+			if err := exportIPAMSocket(d.cfg); err != nil {
+				return err
+			}
+			var err error
+			d.delegates, launcher, err = delegateExec(d.cfg)
+			return err
+		},
+		Stop: func(context.Context) error {
+			if launcher == nil {
+				return nil
+			}
+			return launcher.Close()
+		},
+	}
+}
+
+// metricsComponent serves /metrics, /healthz and /readyz on
+// metricsAddress, when set.
+func (d *daemon) metricsComponent() lifecycle.Component {
+	var s *http.Server
+	return lifecycle.Component{
+		Name: "metrics server",
+		Start: func(ctx context.Context) error {
+			if d.cfg.MetricsAddress == "" {
+				return nil
+			}
+			var err error
+			s, err = serveHTTP(ctx, d.cfg.MetricsAddress, d.m, d.readyz)
+			return err
+		},
+		Stop: func(ctx context.Context) error {
+			if s == nil {
+				return nil
+			}
+			return s.Shutdown(ctx)
+		},
+	}
+}
+
+// engineComponent is the attachment engine (attach.Engine) and its
+// hot-plug loop's handler on the pod informer. Stopping it waits for the
+// network-status writes and the records' group commit; pending
+// network-status writes stay in their records for the next start.
+func (d *daemon) engineComponent() lifecycle.Component {
+	return lifecycle.Component{
+		Name: "attachment engine",
+		Start: func(context.Context) error {
+			var err error
+			if d.engine, err = d.newEngine(); err != nil {
+				return err
+			}
+			// A pod deleted before its network-status landed: stop retrying it.
+			if err := d.pods.OnDelete(d.engine.StatusPodGone); err != nil {
+				return err
+			}
+			// A running pod whose networks annotation changes is hot-plugged
+			// (hotplug.go); so is every pod of the first list, to converge what
+			// changed while multinetd was down.
+			d.hotPlug, err = startHotPlug(d.cfg, d.pods, d.engine)
+			return err
+		},
+		Stop: func(ctx context.Context) error {
+			if err := d.engine.Wait(ctx); err != nil {
+				return fmt.Errorf("waiting for network-status writes: %w", err)
+			}
+			if err := d.store.Flush(ctx); err != nil {
+				return fmt.Errorf("waiting for the records' group commit: %w", err)
+			}
+			return nil
+		},
+	}
+}
+
+// newEngine is the attachment engine of d's configuration, caches and
+// clients.
+func (d *daemon) newEngine() (*attach.Engine, error) {
+	cfg := d.cfg
 	if cfg.UndeclaredCapabilities == string(podnetworks.MultusUndeclared) {
 		klog.InfoS("undeclaredCapabilities: multus: a key whose capability no plugin of the NAD declares is handed over as Multus does, with a Warning Event, instead of failing the ADD (spec §4.1.2.1.x.2; docs/migrating-from-multus.md)")
 	}
 	if len(cfg.DefaultNetworks) > 0 {
 		klog.InfoS("every pod outside systemNamespaces gets defaultNetworks", "defaultNetworks", cfg.DefaultNetworks, "systemNamespaces", cfg.SystemNamespaces)
 	}
-	engine, err := attach.New(attach.Options{
-		Store:           store,
-		DefaultNetwork:  defaultNetwork,
+	return attach.New(attach.Options{
+		Store:           d.store,
+		DefaultNetwork:  d.defaultNetwork,
 		AuxiliaryChain:  auxiliaryChainFunc(cfg),
-		Pods:            pods,
-		NADs:            lookup,
-		Resolver:        resolver,
-		Status:          kube.NewStatusPatcher(clients.core),
-		Events:          events,
-		Devices:         devices,
-		Claims:          draclaims.New(clients.core, clients.resource, cfg.NodeName),
+		Pods:            d.pods,
+		NADs:            d.lookup,
+		Resolver:        d.resolver,
+		Status:          kube.NewStatusPatcher(d.clients.core),
+		Events:          d.events,
+		Devices:         d.devices,
+		Claims:          draclaims.New(d.clients.core, d.clients.resource, cfg.NodeName),
 		DevInfo:         devinfo.Store{Root: cfg.DevInfoRoot},
 		BinDirs:         cfg.CNIBinDirs,
 		CacheDir:        filepath.Join(cfg.StateDir, "cni-cache"),
 		DelegateTimeout: cfg.DelegateTimeout.Duration,
 		AsyncStatus:     cfg.AsyncStatus,
-		Observer:        m,
-		Ready:           ready,
-		Exec:            delegates,
+		Observer:        d.m,
+		Ready:           d.ready,
+		Exec:            d.delegates,
 
-		// Hung delegates hold no slot and no teardown forever (issue 10 item 4).
+		// Hung delegates hold no slot and no teardown forever.
 		DelegateSlotTimeout: cfg.DelegateSlotTimeout.Duration,
 		TeardownGrace:       cfg.TeardownGrace.Duration,
 
@@ -180,172 +383,175 @@ func Run(ctx context.Context, cfg Config) error {
 			// Checked by Complete.
 			UndeclaredCapabilities: podnetworks.UndeclaredCapabilities(cfg.UndeclaredCapabilities),
 			MaxSelectionElements:   cfg.MaxSelectionElements,
-			NADTrust:               nadTrust,
+			NADTrust:               d.nadTrust,
 		},
 	})
-	if err != nil {
-		return err
-	}
-	// A pod deleted before its network-status landed: stop retrying it.
-	if err := pods.OnDelete(engine.StatusPodGone); err != nil {
-		return err
-	}
-	// A running pod whose networks annotation changes is hot-plugged
-	// (hotplug.go); so is every pod of the first list, to converge what
-	// changed while multinetd was down.
-	hotPlug, err := startHotPlug(cfg, pods, engine)
-	if err != nil {
-		return err
-	}
+}
 
-	listener, err := cniserver.Listen(cfg.SocketPath)
-	if err != nil {
-		return fmt.Errorf("shim socket: %w", err)
-	}
-	server := cniserver.New(engine, cniserver.Options{
-		MaxInFlight:      cfg.MaxInFlight,
-		ReservedInFlight: cfg.ReservedInFlight,
-		RequestTimeout:   cfg.RequestTimeout.Duration,
-		Observer:         m,
-	})
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- server.Serve(listener) }()
-	log.Info("serving CNI requests", "socket", cfg.SocketPath)
-	// multinet-ipam's socket: the plugin's operations, allocated with the
-	// daemon's ServiceAccount (docs/decisions/ipam.md).
-	ipamSvc, err := startIPAM(ctx, cfg, restConfig, pods, m)
-	if err != nil {
-		_ = server.Shutdown(context.Background())
-		return err
-	}
-
-	var confWritten atomic.Bool
-	var httpServer *http.Server
-	if cfg.MetricsAddress != "" {
-		httpServer, err = serveHTTP(ctx, cfg.MetricsAddress, m, func() error {
-			if err := ready(); err != nil {
-				return err
-			}
-			if !confWritten.Load() {
-				return errors.New("CNI config not written yet (default network not available)")
+// informersComponent runs the pod, NAD and namespace informers; once all
+// three have listed, the engine is ready and the CNI config writer looks
+// again.
+func (d *daemon) informersComponent() lifecycle.Component {
+	return lifecycle.Component{
+		Name: "informers",
+		Run: func(ctx context.Context) error {
+			go d.pods.Run(ctx)
+			go d.nadInformer.RunWithContext(ctx)
+			go d.nsInformer.RunWithContext(ctx)
+			if cache.WaitForCacheSync(ctx.Done(), d.pods.HasSynced, d.nadInformer.HasSynced, d.nsInformer.HasSynced) {
+				d.synced.Store(true)
+				klog.FromContext(ctx).Info("informers synced")
+				d.poke()
 			}
 			return nil
-		})
-		if err != nil {
-			_ = server.Shutdown(context.Background())
+		},
+	}
+}
+
+// ipamComponent serves multinet-ipam's socket: the plugin's operations,
+// allocated with the daemon's ServiceAccount (docs/decisions/ipam.md).
+func (d *daemon) ipamComponent() lifecycle.Component {
+	var svc *ipamd.Service
+	return lifecycle.Component{
+		Name: "multinet-ipam server",
+		Start: func(ctx context.Context) error {
+			var err error
+			svc, err = startIPAM(ctx, d.cfg, d.restConfig, d.pods, d.m)
 			return err
-		}
+		},
+		Stop: func(ctx context.Context) error {
+			if svc == nil {
+				return nil
+			}
+			return svc.Shutdown(ctx)
+		},
 	}
+}
 
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go pods.Run(runCtx)
-	go nadInformer.RunWithContext(runCtx)
-	go nsInformer.RunWithContext(runCtx)
-	// network-status PATCHes that failed (API server unreachable during an
-	// ADD), also those of the records a previous multinetd left pending, are
-	// retried until they land or the pod is gone (attach/netstatus.go).
-	retriesDone := make(chan struct{})
-	go func() {
-		defer close(retriesDone)
-		if err := engine.RunStatusRetries(runCtx, attach.StatusRetryOptions{}); err != nil {
-			log.Error(err, "network-status retries")
-		}
-	}()
-	go func() {
-		if cache.WaitForCacheSync(runCtx.Done(), pods.HasSynced, nadInformer.HasSynced, nsInformer.HasSynced) {
-			synced.Store(true)
-			log.Info("informers synced")
-			poke()
-		}
-	}()
+// cniServerComponent serves the shim's socket (cniserver). Stopping it
+// stops accepting and waits for the in-flight requests.
+func (d *daemon) cniServerComponent() lifecycle.Component {
+	var server *cniserver.Server
+	var listener net.Listener
+	return lifecycle.Component{
+		Name: "CNI server",
+		Start: func(context.Context) error {
+			var err error
+			if listener, err = cniserver.Listen(d.cfg.SocketPath); err != nil {
+				return fmt.Errorf("shim socket: %w", err)
+			}
+			server = cniserver.New(d.engine, cniserver.Options{
+				MaxInFlight:      d.cfg.MaxInFlight,
+				ReservedInFlight: d.cfg.ReservedInFlight,
+				RequestTimeout:   d.cfg.RequestTimeout.Duration,
+				Observer:         d.m,
+			})
+			return nil
+		},
+		Run: func(ctx context.Context) error {
+			klog.FromContext(ctx).Info("serving CNI requests", "socket", d.cfg.SocketPath)
+			if err := server.Serve(listener); err != nil && !errors.Is(err, cniserver.ErrServerClosed) {
+				return fmt.Errorf("CNI server: %w", err)
+			}
+			return nil
+		},
+		Stop: func(ctx context.Context) error { return server.Shutdown(ctx) },
+	}
+}
 
-	hotPlugDone := make(chan struct{})
-	go func() {
-		defer close(hotPlugDone)
-		if hotPlug != nil {
-			hotPlug.run(runCtx, hotPlugWorkers, func() bool { return pods.HasSynced() && nadInformer.HasSynced() })
-		}
-	}()
+// hotPlugComponent runs the hot-plug loop (hotplug.go) unless hot-plug is
+// off; it works once the pod and NAD informers have listed.
+func (d *daemon) hotPlugComponent() lifecycle.Component {
+	return lifecycle.Component{
+		Name: "hot-plug",
+		Run: func(ctx context.Context) error {
+			if d.hotPlug != nil {
+				d.hotPlug.run(ctx, hotPlugWorkers, func() bool { return d.pods.HasSynced() && d.nadInformer.HasSynced() })
+			}
+			return nil
+		},
+	}
+}
 
-	reaperDone := make(chan struct{})
-	go func() {
-		defer close(reaperDone)
-		runReaper(runCtx, cfg, engine, m)
-	}()
+// reaperComponent reaps the records of sandboxes the runtime no longer
+// lists (reap.go).
+func (d *daemon) reaperComponent() lifecycle.Component {
+	return lifecycle.Component{
+		Name: "sandbox reaper",
+		Run: func(ctx context.Context) error {
+			runReaper(ctx, d.cfg, d.engine, d.m)
+			return nil
+		},
+	}
+}
 
-	// cniConfDir and the default network's dirs are node paths, read
-	// through nodeRoot; written and watched where the daemon sees them.
-	confView, _ := ViewPath(cfg.NodeRoot, cfg.CNIConfDir)
-	defaultView, _ := ViewPath(cfg.NodeRoot, cfg.DefaultNetwork.ConfDir)
-	cf := &confFile{
-		path:           filepath.Join(confView, cfg.ConfFileName),
-		socketPath:     cfg.SocketPath,
-		shimTimeout:    cfg.ShimTimeout.Duration,
-		defaultNetwork: defaultNetwork,
-		ready:          ready,
-		watchDirs:      uniqueDirs(confView, defaultView, fileDir(cfg.DefaultNetwork.File)),
-		trigger:        trigger,
+// statusRetriesComponent retries the network-status PATCHes that failed
+// (API server unreachable during an ADD), also those of the records a
+// previous multinetd left pending, until they land or the pod is gone
+// (attach/netstatus.go).
+func (d *daemon) statusRetriesComponent() lifecycle.Component {
+	return lifecycle.Component{
+		Name: "network-status retries",
+		Run: func(ctx context.Context) error {
+			if err := d.engine.RunStatusRetries(ctx, attach.StatusRetryOptions{}); err != nil {
+				klog.FromContext(ctx).Error(err, "network-status retries")
+			}
+			return nil
+		},
 	}
-	confCtx, stopConf := context.WithCancel(runCtx)
-	defer stopConf()
-	confDone := make(chan struct{})
-	go func() {
-		defer close(confDone)
-		cf.run(confCtx, 10*time.Second, func() { confWritten.Store(true) })
-	}()
+}
 
-	select {
-	case <-ctx.Done():
-	case err := <-serveErr:
-		return fmt.Errorf("CNI server: %w", err)
+// confFileOnExitComponent removes the CNI config file when multinetd
+// stops, with removeCNIConfigOnExit (after the writer has stopped, before
+// the CNI server drains: the runtime stops calling the shim first).
+func (d *daemon) confFileOnExitComponent() lifecycle.Component {
+	return lifecycle.Component{
+		Name: "CNI config file on exit",
+		Stop: func(ctx context.Context) error {
+			log := klog.FromContext(ctx)
+			if d.conf == nil {
+				return nil
+			}
+			if !d.cfg.RemoveCNIConfigOnExit {
+				log.Info("shutting down; the CNI config file stays in place")
+				return nil
+			}
+			if err := d.conf.remove(); err != nil {
+				return fmt.Errorf("removing the CNI config file on exit: %w", err)
+			}
+			log.Info("shutting down; removed the CNI config file (removeCNIConfigOnExit)", "file", d.conf.path)
+			return nil
+		},
 	}
-	if cfg.RemoveCNIConfigOnExit {
-		// First, so that the runtime stops calling the shim; then drain.
-		stopConf()
-		<-confDone
-		if err := cf.remove(); err != nil {
-			log.Error(err, "removing the CNI config file on exit")
-		} else {
-			log.Info("shutting down; removed the CNI config file (removeCNIConfigOnExit)", "file", cf.path)
-		}
-	} else {
-		log.Info("shutting down; the CNI config file stays in place")
+}
+
+// confWriterComponent writes the CNI config file once the informers have
+// synced and the default network is available, and keeps it current
+// (conffile.go). cniConfDir and the default network's dirs are node
+// paths, read through nodeRoot; written and watched where the daemon sees
+// them.
+func (d *daemon) confWriterComponent() lifecycle.Component {
+	return lifecycle.Component{
+		Name: "CNI config writer",
+		Start: func(context.Context) error {
+			confView, _ := ViewPath(d.cfg.NodeRoot, d.cfg.CNIConfDir)
+			defaultView, _ := ViewPath(d.cfg.NodeRoot, d.cfg.DefaultNetwork.ConfDir)
+			d.conf = &confFile{
+				path:           filepath.Join(confView, d.cfg.ConfFileName),
+				socketPath:     d.cfg.SocketPath,
+				shimTimeout:    d.cfg.ShimTimeout.Duration,
+				defaultNetwork: d.defaultNetwork,
+				ready:          d.ready,
+				watchDirs:      uniqueDirs(confView, defaultView, fileDir(d.cfg.DefaultNetwork.File)),
+				trigger:        d.trigger,
+			}
+			return nil
+		},
+		Run: func(ctx context.Context) error {
+			d.conf.run(ctx, 10*time.Second, func() { d.confWritten.Store(true) })
+			return nil
+		},
 	}
-	sctx, scancel := context.WithTimeout(context.Background(), shutdownTimeout)
-	defer scancel()
-	if err := server.Shutdown(sctx); err != nil {
-		log.Error(err, "CNI server shutdown")
-	}
-	if ipamSvc != nil {
-		if err := ipamSvc.Shutdown(sctx); err != nil {
-			log.Error(err, "multinet-ipam shutdown")
-		}
-	}
-	if err := engine.Wait(sctx); err != nil {
-		log.Error(err, "waiting for network-status writes")
-	}
-	if err := store.Flush(sctx); err != nil {
-		log.Error(err, "waiting for the records' group commit")
-	}
-	// Pending network-status writes stay in their records for the next start.
-	cancel()
-	select {
-	case <-retriesDone:
-	case <-sctx.Done():
-	}
-	select {
-	case <-reaperDone:
-	case <-sctx.Done():
-	}
-	select {
-	case <-hotPlugDone:
-	case <-sctx.Done():
-	}
-	if httpServer != nil {
-		_ = httpServer.Shutdown(sctx)
-	}
-	return nil
 }
 
 // apiClients are multinetd's API clients: typed clients of the groups it

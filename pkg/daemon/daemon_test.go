@@ -145,3 +145,27 @@ func TestConfDirsThroughTheNodeRoot(t *testing.T) {
 		t.Fatalf("auxiliary chain = %v, %v; want [tuning] from the linked sub-directory", aux, err)
 	}
 }
+
+// multinetd stops its parts in the reverse order of their start: the CNI
+// config writer and the file first (the runtime stops calling the shim),
+// the background loops, then the CNI server stops accepting and drains
+// before multinet-ipam's server (the in-flight requests' delegates call
+// it), and the engine's network-status writes and the records' group
+// commit come after both; the metrics server, the delegate launcher, the
+// pod resources client and the Event broadcaster last.
+func TestComponentsStopInOrder(t *testing.T) {
+	var names []string
+	for _, c := range (&daemon{}).components() {
+		names = append(names, c.Name)
+	}
+	slices.Reverse(names)
+	want := []string{
+		"CNI config writer", "CNI config file on exit",
+		"network-status retries", "sandbox reaper", "hot-plug",
+		"CNI server", "multinet-ipam server", "informers", "attachment engine",
+		"metrics server", "delegate launcher", "pod resources client", "Event broadcaster",
+	}
+	if !slices.Equal(names, want) {
+		t.Errorf("stop order\n%q, want\n%q", names, want)
+	}
+}
