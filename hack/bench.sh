@@ -41,7 +41,21 @@ if pid=$(deployed_pid multinetd); then
   deployed=(-daemon-pid-file _output/bench/multinetd.pid -daemon-user system:serviceaccount:multinet-system:multinetd
     -netns-publish-dir "$CONTAINERD_NETNS_DIR")
 fi
-if [[ $(id -u) -ne 0 ]]; then
-  exec sudo --preserve-env _output/bin/multinet-bench "${deployed[@]}" "$@"
+# The dated report: docs/bench/<date>-<commit>.md with its pictures, and the
+# latest-run block of docs/bench.md (BENCH_REPORT_DIR= for none, or another
+# directory; BENCH_PAGE= leaves docs/bench.md alone).
+report_dir=${BENCH_REPORT_DIR-docs/bench}
+page=${BENCH_PAGE-docs/bench.md}
+commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+if [[ $commit != unknown && -n $(git status --porcelain --untracked-files=no -- . ':!docs/bench' ':!docs/bench.md' 2>/dev/null) ]]; then
+  commit+=-dirty
 fi
-exec _output/bin/multinet-bench "${deployed[@]}" "$@"
+command="hack/bench.sh"
+if [[ -n ${MULTUS_BIN_DIR:-} ]]; then command="MULTUS_BIN_DIR=$MULTUS_BIN_DIR $command"; fi
+if [[ $# -gt 0 ]]; then command+=$(printf ' %q' "$@"); fi
+report=(-commit "$commit" -command "$command" -report-dir "$report_dir")
+if [[ -n $report_dir && -n $page ]]; then report+=(-page "$page"); fi
+if [[ $(id -u) -ne 0 ]]; then
+  exec sudo --preserve-env _output/bin/multinet-bench "${deployed[@]}" "${report[@]}" "$@"
+fi
+exec _output/bin/multinet-bench "${deployed[@]}" "${report[@]}" "$@"

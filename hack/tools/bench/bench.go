@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/multinet/multinet/pkg/cniserver/api"
 	"github.com/multinet/multinet/pkg/netconf"
@@ -230,6 +231,12 @@ func (b *bench) run(ctx context.Context) (*results, error) {
 	}
 	if v, err := b.c.kube.Discovery().ServerVersion(); err == nil {
 		r.k8s = v.GitVersion
+	}
+	if n, err := b.c.kube.CoreV1().Nodes().Get(ctx, b.e.node, metav1.GetOptions{}); err == nil {
+		r.runtime = n.Status.NodeInfo.ContainerRuntimeVersion
+	}
+	if m, err := os.ReadFile("/proc/meminfo"); err == nil {
+		r.memTotal = memTotal(m)
 	}
 	r.node = b.e.node
 	if err := b.prepare(ctx); err != nil {
@@ -624,7 +631,8 @@ func (b *bench) latencyPhase(ctx context.Context) error {
 
 // burst runs ADD of p for n fresh sandboxes at once and returns the wall
 // time from the start signal to the last answer and how many ADDs failed;
-// then DELs them (untimed).
+// then DELs them (untimed). It records in cr.timeline[p.name], once per
+// path, the time from the start signal to each successful ADD's answer.
 func (b *bench) burst(ctx context.Context, p *path, n int, cr *concResult) (time.Duration, int, error) {
 	sbs := make([]*sandbox, n)
 	for i := range sbs {
@@ -640,7 +648,9 @@ func (b *bench) burst(ctx context.Context, p *path, n int, cr *concResult) (time
 		}
 	}()
 	errs := make([]error, n)
+	answered := make([]time.Duration, n)
 	var ready, done sync.WaitGroup
+	var t0 time.Time
 	start := make(chan struct{})
 	for i, sb := range sbs {
 		ready.Add(1)
@@ -650,6 +660,7 @@ func (b *bench) burst(ctx context.Context, p *path, n int, cr *concResult) (time
 			ready.Done()
 			<-start
 			_, errs[i] = p.add(ctx, sb)
+			answered[i] = time.Since(t0)
 		}()
 	}
 	ready.Wait()
@@ -660,10 +671,11 @@ func (b *bench) burst(ctx context.Context, p *path, n int, cr *concResult) (time
 			return 0, 0, err
 		}
 	}
-	t0 := time.Now()
+	t0 = time.Now()
 	close(start)
 	done.Wait()
 	wall := time.Since(t0)
+	cr.record(p.name, answered, errs)
 	if api0 != nil {
 		api1, err := b.c.apiSnapshot(ctx, b.ids)
 		if err != nil {

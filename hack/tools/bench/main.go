@@ -1,9 +1,10 @@
 // Command multinet-bench measures multinet on the running local cluster
-// (make cluster-up) and prints a markdown table (issue 4, "Benchmark"):
+// (make cluster-up) and prints a markdown table:
 //
 //   - multinet-shim exec time for CNI VERSION vs the reference bridge plugin,
 //     and the shim's binary size;
-//   - ADD and DEL latency (p50/p90/p99) of a pod on the default network plus
+//   - ADD and DEL latency (p50/p90/p99, or the maximum where the sample is
+//     too small for a percentile) of a pod on the default network plus
 //     two bridge networks, driven as the container runtime drives it (libcni
 //     executing multinet-shim from the runtime's conflist, with a fresh
 //     netns, CNI_ARGS and a real Pod object in the API), against the same
@@ -13,6 +14,11 @@
 //     server's own metrics, counted per identity (the daemon's user) with
 //     bench FlowSchemas, and cross-checked with apiserver_request_total;
 //   - multinetd's RSS idle, with 100 pods attached, and after their DEL.
+//
+// With -report-dir it also writes a dated report (the environment, the
+// command, a headline table, every table) with its pictures (latency CDFs,
+// burst timelines; hack/tools/benchplot), and with -page rewrites a page's
+// latest-run block from it (publish.go).
 //
 // Everything it creates (netns, pods, NADs, namespace, FlowSchemas, bridges,
 // host-local allocations, libcni cache) is removed at the end, also on
@@ -68,6 +74,11 @@ type options struct {
 	multusBinDir    string
 	limitConc       int
 	memLimitMiB     int
+	// reportDir, page, commit, command: the dated report (writeReport).
+	reportDir string
+	page      string
+	commit    string
+	command   string
 }
 
 func parseFlags() (*options, error) {
@@ -102,7 +113,17 @@ func parseFlags() (*options, error) {
 	flag.StringVar(&o.multusBinDir, "multus-bin-dir", os.Getenv("MULTUS_BIN_DIR"), "a directory with multus-daemon and multus-shim (Multus thick, hack/multus-build.sh): also measure Multus side by side (default $MULTUS_BIN_DIR; empty: skipped)")
 	flag.IntVar(&o.limitConc, "limit-concurrency", 150, "the burst size (one of -concurrency) whose bursts run with multinetd's memory cgroup limited to -memory-limit (0: none)")
 	flag.IntVar(&o.memLimitMiB, "memory-limit", 64, "multinetd's memory limit (MiB) for the -limit-concurrency bursts")
+	flag.StringVar(&o.reportDir, "report-dir", "", "also write the dated report <date>-<commit>.md and its pictures (SVG) into this directory (hack/bench.sh: docs/bench; empty: none)")
+	flag.StringVar(&o.page, "page", "", "a markdown page whose latest-run block (between "+latestBegin+" and "+latestEnd+") is rewritten with the report's headline and pictures (hack/bench.sh: docs/bench.md; empty: none)")
+	flag.StringVar(&o.commit, "commit", "", "the source commit measured, for the report (hack/bench.sh: git rev-parse)")
+	flag.StringVar(&o.command, "command", "", "the command that ran the bench, for the report (default: this process's arguments)")
 	flag.Parse()
+	if o.command == "" {
+		o.command = strings.Join(os.Args, " ")
+	}
+	if o.page != "" && o.reportDir == "" {
+		return nil, errors.New("-page needs -report-dir")
+	}
 	for _, s := range strings.Split(conc, ",") {
 		if s = strings.TrimSpace(s); s == "" {
 			continue
@@ -213,6 +234,13 @@ func main() {
 		for _, f := range res.failures() {
 			logf("FAILED: %s", f)
 			runErr = errors.New(f)
+		}
+	}
+	// A failed run's figures are in -out, not published as the latest.
+	if res != nil && runErr == nil {
+		if err := publish(res); err != nil {
+			logf("%v", err)
+			runErr = err
 		}
 	}
 	if runErr != nil || cleanupErr != nil {

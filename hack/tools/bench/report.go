@@ -21,6 +21,30 @@ type concResult struct {
 	// length of those windows.
 	daemonRequests float64
 	daemonWindow   time.Duration
+	// timeline: per path, one burst's times from the start signal to each
+	// successful ADD's answer (the first burst of the path with one).
+	timeline map[string]dist
+}
+
+// record keeps answered (the times of one burst's ADDs, those with a nil
+// error in errs) as path's timeline, unless it has one already.
+func (c *concResult) record(path string, answered []time.Duration, errs []error) {
+	if _, ok := c.timeline[path]; ok {
+		return
+	}
+	var d dist
+	for i, t := range answered {
+		if errs[i] == nil {
+			d = append(d, t)
+		}
+	}
+	if len(d) == 0 {
+		return
+	}
+	if c.timeline == nil {
+		c.timeline = map[string]dist{}
+	}
+	c.timeline[path] = d
 }
 
 // splits decompose the multinet operations, per operation: outside
@@ -44,6 +68,8 @@ type results struct {
 	cpus            int
 	kernel, k8s     string
 	node            string
+	runtime         string // the node's container runtime and version (its status.nodeInfo)
+	memTotal        int64  // the machine's memory (MemTotal), bytes
 	pid             int
 	versionShim     dist
 	versionBridge   dist
@@ -142,14 +168,14 @@ func (r *results) markdown() string {
 
 	row("shim binary size", mib(r.shimSize)+" (multinet-shim)", mib(r.bridgeSize)+" (bridge)",
 		r.multusCell(func() string { return mib(r.multusShimSize) + " (multus-shim)" }), "a few MB")
-	row("VERSION exec p50 / p90 / p99 (ms)", r.versionShim.triple(), r.versionBridge.triple()+" (bridge)",
+	row("VERSION exec (ms)", r.versionShim.triple(), r.versionBridge.triple()+" (bridge)",
 		r.multusCell(r.versionMultus.triple), "≤ 3 ms")
-	row("ADD p50 / p90 / p99 (ms)", r.addMultinet.triple(), r.addDirect.triple(), r.multusCell(r.addMultus.triple), "")
+	row("ADD latency (ms)", r.addMultinet.triple(), r.addDirect.triple(), r.multusCell(r.addMultus.triple), "")
 	row("ADD overhead at p50 (ms), × direct", overhead(r.addMultinet, r.addDirect)+", "+ratio(r.addMultinet.median(), r.addDirect.median()), "",
 		r.multusCell(func() string {
 			return overhead(r.addMultus, r.addDirect) + ", " + ratio(r.addMultus.median(), r.addDirect.median())
 		}), "≤ 3 ms (status write off the critical path), ≤ PATCH + 3 ms (on it)")
-	row("DEL p50 / p90 / p99 (ms)", r.delMultinet.triple(), r.delDirect.triple(), r.multusCell(r.delMultus.triple), "")
+	row("DEL latency (ms)", r.delMultinet.triple(), r.delDirect.triple(), r.multusCell(r.delMultus.triple), "")
 	row("DEL overhead at p50 (ms), × direct", overhead(r.delMultinet, r.delDirect)+", "+ratio(r.delMultinet.median(), r.delDirect.median()), "",
 		r.multusCell(func() string {
 			return overhead(r.delMultus, r.delDirect) + ", " + ratio(r.delMultus.median(), r.delDirect.median())
@@ -162,16 +188,16 @@ func (r *results) markdown() string {
 		if len(x.sp.own) == 0 {
 			continue
 		}
-		row(fmt.Sprintf("%s split p50 / p90 (ms): outside multinetd's handler; queued in multinetd; multinetd's own work; delegates", x.cmd),
-			fmt.Sprintf("%s / %s; %s / %s; %s / %s; %s / %s",
-				ms(x.sp.outside.pct(50)), ms(x.sp.outside.pct(90)),
-				ms(x.sp.queued.pct(50)), ms(x.sp.queued.pct(90)),
-				ms(x.sp.own.pct(50)), ms(x.sp.own.pct(90)),
-				ms(x.sp.delegates.pct(50)), ms(x.sp.delegates.pct(90))),
-			fmt.Sprintf("delegates direct: %s / %s", ms(x.direct.pct(50)), ms(x.direct.pct(90))), "", "")
+		row(fmt.Sprintf("%s split (ms): outside multinetd's handler; queued in multinetd; multinetd's own work; delegates", x.cmd),
+			fmt.Sprintf("%s / %s; %s / %s; %s / %s; %s / %s (n %d)",
+				x.sp.outside.q(50), x.sp.outside.q(90),
+				x.sp.queued.q(50), x.sp.queued.q(90),
+				x.sp.own.q(50), x.sp.own.q(90),
+				x.sp.delegates.q(50), x.sp.delegates.q(90), len(x.sp.own)),
+			fmt.Sprintf("delegates direct: %s / %s", x.direct.q(50), x.direct.q(90)), "", "")
 	}
 	if len(r.addStub) > 0 {
-		row("ADD / DEL through multinet-shim to a stub daemon, p50 / p90 / p99 (ms): libcni + shim exec + socket, no work",
+		row("ADD / DEL through multinet-shim to a stub daemon (ms): libcni + shim exec + socket, no work",
 			r.addStub.triple()+" / DEL "+r.delStub.triple(), "", "", "")
 		if len(r.addSplit.outside) > 0 {
 			row("ADD outside multinetd's handler above the stub floor, p50 (ms)",
@@ -186,7 +212,7 @@ func (r *results) markdown() string {
 		row("DEL outside the handler, p50 / mean (ms): "+o[0], o[1], "", "", "")
 	}
 	if len(r.stubDial) > 0 {
-		row("socket alone: one ADD exchange with the stub daemon from the bench process, p50 / p90 / p99 (ms)", r.stubDial.triple(), "", "", "")
+		row("socket alone: one ADD exchange with the stub daemon from the bench process (ms)", r.stubDial.triple(), "", "", "")
 	}
 	for _, c := range r.conc {
 		m, d := c.multinet.median(), c.direct.median()
@@ -248,8 +274,8 @@ func (r *results) markdown() string {
 	}
 	row("daemon peak RSS (VmHWM, since start)", mib(r.rssPeak), "", r.multusCell(func() string { return mib(r.multusRSSPeak) }), "")
 	if n := len(r.hotPlug.toInterface); n > 0 {
-		row(fmt.Sprintf("hot-plug, annotation PATCH → interface in the pod, p50 / p90 / p99 (ms, %d changes)", n), r.hotPlug.toInterface.triple(), "", "", "")
-		row(fmt.Sprintf("hot-plug, annotation PATCH → network-status, p50 / p90 / p99 (ms, %d changes)", n), r.hotPlug.toStatus.triple(), "", "", "p99 ≤ 1 s")
+		row(fmt.Sprintf("hot-plug, annotation PATCH → interface in the pod (ms, %d changes)", n), r.hotPlug.toInterface.triple(), "", "", "")
+		row(fmt.Sprintf("hot-plug, annotation PATCH → network-status (ms, %d changes)", n), r.hotPlug.toStatus.triple(), "", "", "p99 ≤ 1 s")
 	}
 
 	if r.apiAdds > 0 {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -40,12 +41,45 @@ func (d dist) median() time.Duration { return d.pct(50) }
 // ms formats a duration in milliseconds with one decimal.
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond)) }
 
-// triple formats p50 / p90 / p99 in ms.
+// supports reports whether a sample of n values supports the p-th
+// percentile: it has at least 100/(100−p) values, so that at least one value
+// lies above the nearest rank (p50 from 2 values, p90 from 10, p99 from 100).
+// Below that, the "percentile" would be the maximum under another name.
+func supports(p float64, n int) bool { return float64(n)*(100-p) >= 100 }
+
+// tail returns what to print for the p-th percentile: "p<p>" and its value
+// when the sample supports it, else "max" and the maximum.
+func (d dist) tail(p float64) (label string, v time.Duration) {
+	if supports(p, len(d)) {
+		return fmt.Sprintf("p%g", p), d.pct(p)
+	}
+	return "max", d.pct(100)
+}
+
+// q formats the p-th percentile as "p90 12.3" (ms), or "max 15.0" when the
+// sample does not support it (supports).
+func (d dist) q(p float64) string {
+	label, v := d.tail(p)
+	return label + " " + ms(v)
+}
+
+// triple formats p50, p90 and p99 in ms, each labelled, with the sample
+// size: "p50 1.0 / p90 2.0 / p99 3.0 (n 100)"; from the first percentile the
+// sample does not support on, one "max" stands for the rest
+// ("p50 1.0 / p90 2.0 / max 3.0 (n 50)"). "n/a" for an empty sample.
 func (d dist) triple() string {
 	if len(d) == 0 {
 		return "n/a"
 	}
-	return fmt.Sprintf("%s / %s / %s", ms(d.pct(50)), ms(d.pct(90)), ms(d.pct(99)))
+	var parts []string
+	for _, p := range []float64{50, 90, 99} {
+		s := d.q(p)
+		parts = append(parts, s)
+		if strings.HasPrefix(s, "max") {
+			break
+		}
+	}
+	return fmt.Sprintf("%s (n %d)", strings.Join(parts, " / "), len(d))
 }
 
 // secs formats a duration in seconds with two decimals.

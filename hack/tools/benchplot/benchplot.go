@@ -79,8 +79,12 @@ func draw(title, xLabel, yLabel string, series []Series, points func([]float64) 
 	p.Title.Text = title
 	p.X.Label.Text = xLabel
 	p.Y.Label.Text = yLabel
-	p.Legend.Top = true
+	// Both kinds of line rise from the bottom left to the top right:
+	// the bottom right corner is free for the legend.
+	p.Legend.Top = false
 	p.Legend.Left = false
+	p.Legend.XOffs = -3 * vg.Millimeter
+	p.Legend.YOffs = 3 * vg.Millimeter
 	p.Add(plotter.NewGrid())
 	drawn := 0
 	for i, s := range series {
@@ -101,6 +105,8 @@ func draw(title, xLabel, yLabel string, series []Series, points func([]float64) 
 	if drawn == 0 {
 		return nil, fmt.Errorf("%s: no series has a value", title)
 	}
+	// Room to the right of the last step, so it is not on the frame.
+	p.X.Max += (p.X.Max - p.X.Min) * 0.05
 	return p, nil
 }
 
