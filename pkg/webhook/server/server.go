@@ -33,12 +33,14 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/multinet/multinet/internal/lifecycle"
 	"github.com/multinet/multinet/pkg/client/clientset/versioned"
 	nadinformers "github.com/multinet/multinet/pkg/client/informers/externalversions"
 	mnkube "github.com/multinet/multinet/pkg/kube"
@@ -154,11 +156,84 @@ func (c *Config) certSANs() ([]string, []net.IP, error) {
 
 // Run serves until ctx ends and returns nil then, ShutdownDelay later and
 // once the in-flight admission requests are answered, or the first error
-// that stops it
-// (listening, a certificate that cannot be made or read). A failure to
-// publish the caBundle is logged and retried, not fatal.
+// that stops it (listening, a certificate that cannot be made or read). A
+// failure to publish the caBundle is logged and retried, not fatal. The
+// webhook's parts start in the order of instance.components and stop in
+// the reverse order (internal/lifecycle).
 func Run(ctx context.Context, c Config) error {
-	logger := klog.FromContext(ctx)
+	w, err := newInstance(ctx, c)
+	if err != nil {
+		return err
+	}
+	return lifecycle.Group{Components: w.components(ctx)}.Run(ctx)
+}
+
+// instance is one multinet-webhook: what its components share.
+type instance struct {
+	c         Config
+	kube      kubernetes.Interface
+	nadClient versioned.Interface
+	// reg is the registry /metrics serves (with controller-runtime's).
+	reg   *prometheus.Registry
+	hooks *webhook.Webhooks
+
+	// nadInformers holds the NAD informer of all namespaces (nad, without
+	// managedFields), nsInformers the labels-only namespace informer
+	// (ns); dra is nil when the API server does not serve
+	// resource.k8s.io/v1.
+	nadInformers nadinformers.SharedInformerFactory
+	nsInformers  informers.SharedInformerFactory
+	nad, ns      cache.SharedIndexInformer
+	dra          *webhook.DRAIndex
+
+	// Set by the serving certificate's component.
+	getCert   func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	certReady func() error
+
+	// draining: ctx has ended, ShutdownDelay runs; /readyz fails.
+	draining atomic.Bool
+	// srvDone is closed when the webhook server has stopped.
+	srvDone chan struct{}
+}
+
+// newInstance checks and completes c, builds the API clients, the
+// metrics registry, the (not yet started) informers and the admission
+// handlers. Errors: a required field is missing, a client or the handlers
+// cannot be built, resource.k8s.io/v1 cannot be discovered.
+func newInstance(ctx context.Context, c Config) (*instance, error) {
+	if err := c.complete(); err != nil {
+		return nil, err
+	}
+	w := &instance{c: c, kube: c.Kube, nadClient: c.NADClient, srvDone: make(chan struct{})}
+	var err error
+	if w.kube == nil {
+		if w.kube, err = kubernetes.NewForConfig(c.REST); err != nil {
+			return nil, fmt.Errorf("kubernetes client: %w", err)
+		}
+	}
+	if w.nadClient == nil {
+		if w.nadClient, err = versioned.NewForConfig(c.REST); err != nil {
+			return nil, fmt.Errorf("NetworkAttachmentDefinition client: %w", err)
+		}
+	}
+	w.reg = prometheus.NewRegistry()
+	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics, err := webhook.NewMetrics(w.reg)
+	if err != nil {
+		return nil, err
+	}
+	if w.dra, err = draIndex(ctx, w.kube, c.InformerResync); err != nil {
+		return nil, err
+	}
+	w.hooks, err = webhook.New(w.handlerOptions(metrics))
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// complete checks c and fills its defaults.
+func (c *Config) complete() error {
 	if c.REST == nil && (c.Kube == nil || c.NADClient == nil) {
 		return errors.New("server config: REST is required")
 	}
@@ -171,204 +246,246 @@ func Run(ctx context.Context, c Config) error {
 	if c.CertCheckInterval <= 0 {
 		c.CertCheckInterval = 10 * time.Minute
 	}
-	if err := c.Registration.Check(); err != nil {
-		return err
+	if (c.CertFile == "") != (c.KeyFile == "") {
+		return errors.New("server config: CertFile and KeyFile go together")
 	}
-	kube, nadClient := c.Kube, c.NADClient
-	var err error
-	if kube == nil {
-		if kube, err = kubernetes.NewForConfig(c.REST); err != nil {
-			return fmt.Errorf("kubernetes client: %w", err)
-		}
-	}
-	if nadClient == nil {
-		if nadClient, err = versioned.NewForConfig(c.REST); err != nil {
-			return fmt.Errorf("NetworkAttachmentDefinition client: %w", err)
-		}
-	}
+	return c.Registration.Check()
+}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics, err := webhook.NewMetrics(reg)
-	if err != nil {
-		return err
-	}
-
-	// Everything below runs on its own context, canceled ShutdownDelay
-	// after the caller's ends (values such as the logger are kept).
-	outer := ctx
-	ctx, cancel := context.WithCancel(context.WithoutCancel(outer))
-	defer cancel()
-	var draining atomic.Bool
-
+// handlerOptions makes the NAD and namespace informers and returns the
+// admission handlers' options: c.Handlers with the informers' caches, the
+// live lookups behind them, the DRA index and metrics.
+func (w *instance) handlerOptions(metrics *webhook.Metrics) webhook.Options {
 	// The NAD informer of all namespaces (dropping managedFields) is the
 	// only informer of nadInformers.
-	nadInformers := nadinformers.NewSharedInformerFactoryWithOptions(nadClient, c.InformerResync,
+	w.nadInformers = nadinformers.NewSharedInformerFactoryWithOptions(w.nadClient, w.c.InformerResync,
 		nadinformers.WithTransform(dropManagedFields))
-	nadInformer := nadInformers.K8sCniCncfIo().V1().NetworkAttachmentDefinitions()
-	inf := nadInformer.Informer()
-	hopts := c.Handlers
+	nadInformer := w.nadInformers.K8sCniCncfIo().V1().NetworkAttachmentDefinitions()
+	w.nad = nadInformer.Informer()
+	hopts := w.c.Handlers
 	// The informer's cache first; a NAD it has not seen yet (created just
 	// before the pod) is read from the API server before a pod is denied.
 	hopts.NADs = nadInformer.Lister()
-	hopts.LiveNAD = nadlookup.LiveGet(nadClient.K8sCniCncfIoV1())
+	hopts.LiveNAD = nadlookup.LiveGet(w.nadClient.K8sCniCncfIoV1())
 	// The NAD trust rules and the Pod Security rule select namespaces by
 	// label: read from a namespace informer (labels only), a namespace it
 	// has not seen yet live (docs/decisions/nad-trust.md). Every pod
 	// admission reads them, so a live GET each would queue a burst of pods
 	// on the client's rate limiter.
-	nsInformers := informers.NewSharedInformerFactoryWithOptions(kube, c.InformerResync, informers.WithTransform(mnkube.NamespaceLabelsOnly))
-	nsInformer := nsInformers.Core().V1().Namespaces().Informer()
-	hopts.NADTrust.Namespaces = podnetworks.NamespaceLabelsFunc(mnkube.CachedNamespaceLabels(nsInformer.GetStore(), kube.CoreV1().Namespaces()))
-	dra, err := draIndex(ctx, kube, c.InformerResync)
-	if err != nil {
-		return err
-	}
-	hopts.Synced = func() bool { return inf.HasSynced() && nsInformer.HasSynced() }
-	if dra != nil {
-		hopts.DRA = dra
-		hopts.Synced = func() bool { return inf.HasSynced() && nsInformer.HasSynced() && dra.HasSynced() }
+	w.nsInformers = informers.NewSharedInformerFactoryWithOptions(w.kube, w.c.InformerResync, informers.WithTransform(mnkube.NamespaceLabelsOnly))
+	w.ns = w.nsInformers.Core().V1().Namespaces().Informer()
+	hopts.NADTrust.Namespaces = podnetworks.NamespaceLabelsFunc(mnkube.CachedNamespaceLabels(w.ns.GetStore(), w.kube.CoreV1().Namespaces()))
+	hopts.Synced = func() bool { return w.nad.HasSynced() && w.ns.HasSynced() }
+	if w.dra != nil {
+		hopts.DRA = w.dra
+		hopts.Synced = func() bool { return w.nad.HasSynced() && w.ns.HasSynced() && w.dra.HasSynced() }
 	}
 	hopts.Metrics = metrics
-	hooks, err := webhook.New(hopts)
-	if err != nil {
-		return err
-	}
+	return hopts
+}
 
-	publish := func(ctx context.Context, bundle []byte) error {
-		if c.ManageConfigurations {
-			return registration.Apply(ctx, kube.AdmissionregistrationV1(), c.Registration, bundle)
-		}
-		return registration.PatchCABundle(ctx, kube.AdmissionregistrationV1(), c.Registration.MutatingName, c.Registration.ValidatingName, bundle)
+// components are the webhook's parts in start order; they stop in the
+// reverse order: ShutdownDelay first (only when ctx ended: /readyz fails
+// while admission requests are still answered), the probe server, the
+// webhook server (draining its in-flight requests), the informers, the
+// caBundle publisher and the serving certificate last.
+func (w *instance) components(ctx context.Context) []lifecycle.Component {
+	cs := []lifecycle.Component{w.certComponent()}
+	if w.c.CertFile != "" && (w.c.CAFile != "" || w.c.ManageConfigurations) {
+		cs = append(cs, lifecycle.Component{Name: "caBundle publisher", Run: func(ctx context.Context) error {
+			publishFileBundle(ctx, w.c, w.publish)
+			return nil
+		}})
 	}
+	probes := w.probes()
+	cs = append(cs, w.informersComponent(), w.serverComponent(probes))
+	if w.c.ProbeAddr != "" {
+		cs = append(cs, w.probeComponent(probes))
+	}
+	return append(cs, w.shutdownDelayComponent(ctx))
+}
 
-	errc := make(chan error, 4)
-	var getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)
-	var certReady func() error
-	if c.CertFile != "" || c.KeyFile != "" {
-		if c.CertFile == "" || c.KeyFile == "" {
-			return errors.New("server config: CertFile and KeyFile go together")
+// publish sets bundle as the webhook configurations' caBundle, or creates
+// and updates both configurations with it (ManageConfigurations).
+func (w *instance) publish(ctx context.Context, bundle []byte) error {
+	if w.c.ManageConfigurations {
+		return registration.Apply(ctx, w.kube.AdmissionregistrationV1(), w.c.Registration, bundle)
+	}
+	return registration.PatchCABundle(ctx, w.kube.AdmissionregistrationV1(), w.c.Registration.MutatingName, w.c.Registration.ValidatingName, bundle)
+}
+
+// certComponent is the serving certificate: CertFile and KeyFile, re-read
+// when they change, or self-managed in the Secret SecretName.
+func (w *instance) certComponent() lifecycle.Component {
+	if w.c.CertFile != "" {
+		var cw *certwatcher.CertWatcher
+		return lifecycle.Component{
+			Name: "certificate watcher",
+			Start: func(context.Context) error {
+				var err error
+				if cw, err = certwatcher.New(w.c.CertFile, w.c.KeyFile); err != nil {
+					return fmt.Errorf("serving certificate files: %w", err)
+				}
+				w.getCert, w.certReady = cw.GetCertificate, func() error { return nil }
+				return nil
+			},
+			Run: func(ctx context.Context) error { return untilStopped(ctx, "certificate watcher", cw.Start(ctx)) },
 		}
-		cw, err := certwatcher.New(c.CertFile, c.KeyFile)
-		if err != nil {
-			return fmt.Errorf("serving certificate files: %w", err)
-		}
-		go func() { errc <- wrapErr("certificate watcher", cw.Start(ctx)) }()
-		getCert = cw.GetCertificate
-		certReady = func() error { return nil }
-		if c.CAFile != "" || c.ManageConfigurations {
-			go publishFileBundle(ctx, c, publish)
-		}
-	} else {
-		spec := c.CertSpec
-		if spec.DNSNames, spec.IPs, err = c.certSANs(); err != nil {
-			return err
-		}
-		if spec.CACommonName == "" {
-			spec.CACommonName = "multinet-webhook-ca"
-		}
-		mgr, err := certs.NewManager(kube.CoreV1(), certs.ManagerOptions{
-			Namespace: c.Namespace, SecretName: c.SecretName, Spec: spec,
-			CheckInterval: c.CertCheckInterval, OnCABundle: publish, Registerer: reg,
-		})
-		if err != nil {
-			return err
-		}
-		if err := mgr.Sync(ctx); err != nil {
-			if mgr.Ready() != nil {
+	}
+	var mgr *certs.Manager
+	return lifecycle.Component{
+		Name: "certificate manager",
+		Start: func(ctx context.Context) error {
+			var err error
+			if mgr, err = w.certManager(ctx); err != nil {
 				return err
 			}
-			logger.Error(err, "publishing the CA bundle failed; retrying")
+			w.getCert, w.certReady = mgr.GetCertificate, mgr.Ready
+			return nil
+		},
+		Run: func(ctx context.Context) error { return untilStopped(ctx, "certificate manager", mgr.Run(ctx)) },
+	}
+}
+
+// certManager is the self-managed certificates' manager, synced once: the
+// serving certificate is there (a caBundle that could not be published is
+// logged and retried by its Run). Errors: no SAN, the Secret cannot be
+// read or written.
+func (w *instance) certManager(ctx context.Context) (*certs.Manager, error) {
+	spec := w.c.CertSpec
+	var err error
+	if spec.DNSNames, spec.IPs, err = w.c.certSANs(); err != nil {
+		return nil, err
+	}
+	if spec.CACommonName == "" {
+		spec.CACommonName = "multinet-webhook-ca"
+	}
+	mgr, err := certs.NewManager(w.kube.CoreV1(), certs.ManagerOptions{
+		Namespace: w.c.Namespace, SecretName: w.c.SecretName, Spec: spec,
+		CheckInterval: w.c.CertCheckInterval, OnCABundle: w.publish, Registerer: w.reg,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Sync(ctx); err != nil {
+		if mgr.Ready() != nil {
+			return nil, err
 		}
-		go func() { errc <- wrapErr("certificate manager", mgr.Run(ctx)) }()
-		getCert = mgr.GetCertificate
-		certReady = mgr.Ready
+		klog.FromContext(ctx).Error(err, "publishing the CA bundle failed; retrying")
 	}
+	return mgr, nil
+}
 
-	nadInformers.StartWithContext(ctx)
-	nsInformers.StartWithContext(ctx)
-	if dra != nil {
-		dra.Start(ctx)
+// informersComponent starts the NAD, namespace and DRA informers.
+func (w *instance) informersComponent() lifecycle.Component {
+	return lifecycle.Component{
+		Name: "informers",
+		Start: func(ctx context.Context) error {
+			w.nadInformers.StartWithContext(ctx)
+			w.nsInformers.StartWithContext(ctx)
+			if w.dra != nil {
+				w.dra.Start(ctx)
+			}
+			return nil
+		},
 	}
+}
 
+// serverComponent is the TLS webhook server (controller-runtime's) of the
+// admission handlers and of probes; its end closes w.srvDone. It stops on
+// its own only when it cannot listen; stopped, it lets the in-flight
+// admission requests finish (it drains for up to a minute).
+func (w *instance) serverComponent(probes http.Handler) lifecycle.Component {
 	srv := crwebhook.NewServer(crwebhook.Options{
-		Host: c.Host,
-		Port: c.Port,
+		Host: w.c.Host,
+		Port: w.c.Port,
 		TLSOpts: []func(*tls.Config){func(t *tls.Config) {
-			t.GetCertificate = getCert
+			t.GetCertificate = w.getCert
 			t.MinVersion = tls.VersionTLS12
 		}},
 	})
-	for path, h := range hooks.Handlers() {
+	for path, h := range w.hooks.Handlers() {
 		srv.Register(path, h)
 	}
-	probes := probeMux(reg, map[string]healthz.Checker{
+	srv.WebhookMux().Handle("/", probes)
+	return lifecycle.Component{
+		Name: "webhook server",
+		Run: func(ctx context.Context) error {
+			defer close(w.srvDone)
+			klog.FromContext(ctx).Info("multinet-webhook serving", "host", w.c.Host, "port", w.c.Port, "probeAddr", w.c.ProbeAddr,
+				"manageConfigurations", w.c.ManageConfigurations, "selfManagedCerts", w.c.CertFile == "")
+			return wrapErr("webhook server", srv.Start(ctx))
+		},
+	}
+}
+
+// probes serves /healthz, /readyz (the informers synced, a serving
+// certificate, not shutting down) and /metrics.
+func (w *instance) probes() *http.ServeMux {
+	return probeMux(w.reg, map[string]healthz.Checker{
 		"nad-informer": func(*http.Request) error {
-			if !inf.HasSynced() {
+			if !w.nad.HasSynced() {
 				return errors.New("NetworkAttachmentDefinition informer not synced")
 			}
 			return nil
 		},
 		"dra-informers": func(*http.Request) error {
-			if dra != nil && !dra.HasSynced() {
+			if w.dra != nil && !w.dra.HasSynced() {
 				return errors.New("ResourceSlice and DeviceClass informers not synced")
 			}
 			return nil
 		},
-		"serving-cert": func(*http.Request) error { return certReady() },
+		"serving-cert": func(*http.Request) error { return w.certReady() },
 		"shutting-down": func(*http.Request) error {
-			if draining.Load() {
+			if w.draining.Load() {
 				return errors.New("shutting down: draining admission requests")
 			}
 			return nil
 		},
 	})
-	srv.WebhookMux().Handle("/", probes)
-	srvDone := make(chan error, 1)
-	go func() { srvDone <- srv.Start(ctx) }()
+}
 
-	if c.ProbeAddr != "" {
-		ps := &http.Server{Addr: c.ProbeAddr, Handler: probes, ReadHeaderTimeout: 10 * time.Second}
-		go func() {
-			<-ctx.Done()
-			sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer scancel()
-			_ = ps.Shutdown(sctx)
-		}()
-		go func() {
+// probeComponent serves probes over plain HTTP on ProbeAddr; stopped, it
+// waits at most 5 s for its requests.
+func (w *instance) probeComponent(probes http.Handler) lifecycle.Component {
+	ps := &http.Server{Addr: w.c.ProbeAddr, Handler: probes, ReadHeaderTimeout: 10 * time.Second}
+	return lifecycle.Component{
+		Name: "probe server",
+		Run: func(context.Context) error {
 			if err := ps.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- fmt.Errorf("probe server: %w", err)
+				return fmt.Errorf("probe server: %w", err)
 			}
-		}()
+			return nil
+		},
+		Stop: func(ctx context.Context) error {
+			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			_ = ps.Shutdown(sctx)
+			return nil
+		},
 	}
-	logger.Info("multinet-webhook serving", "host", c.Host, "port", c.Port, "probeAddr", c.ProbeAddr,
-		"manageConfigurations", c.ManageConfigurations, "selfManagedCerts", c.CertFile == "")
+}
 
-	var runErr error
-	select {
-	case <-outer.Done():
-		if c.ShutdownDelay > 0 {
-			draining.Store(true)
-			logger.Info("shutting down: not ready, still serving while endpoints drop this replica", "delay", c.ShutdownDelay)
-			select {
-			case <-time.After(c.ShutdownDelay):
-			case err := <-srvDone:
-				return wrapErr("webhook server", err)
+// shutdownDelayComponent keeps the webhook serving ShutdownDelay after
+// outer ends, with /readyz failing, before the others stop: endpoints drop
+// the replica first. Nothing when the webhook stops because a component
+// failed, or when the server stops during the delay.
+func (w *instance) shutdownDelayComponent(outer context.Context) lifecycle.Component {
+	return lifecycle.Component{
+		Name: "shutdown delay",
+		Stop: func(ctx context.Context) error {
+			if outer.Err() == nil || w.c.ShutdownDelay <= 0 {
+				return nil
 			}
-		}
-	case err := <-errc:
-		runErr = err
-	case err := <-srvDone:
-		// The server stops on its own only when it cannot listen.
-		return wrapErr("webhook server", err)
+			w.draining.Store(true)
+			klog.FromContext(ctx).Info("shutting down: not ready, still serving while endpoints drop this replica", "delay", w.c.ShutdownDelay)
+			select {
+			case <-time.After(w.c.ShutdownDelay):
+			case <-w.srvDone:
+			}
+			return nil
+		},
 	}
-	// Stop everything and let in-flight admission requests finish (the
-	// server drains for up to a minute).
-	cancel()
-	if err := <-srvDone; err != nil && runErr == nil {
-		runErr = wrapErr("webhook server", err)
-	}
-	return runErr
 }
 
 // probeMux serves /healthz (process alive), /readyz (checks) and /metrics
@@ -444,6 +561,15 @@ func dropManagedFields(obj any) (any, error) {
 		m.SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+// untilStopped is the error of what's loop that returned err: nil once ctx
+// has ended (the loop was stopped), else err wrapped.
+func untilStopped(ctx context.Context, what string, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return wrapErr(what, err)
 }
 
 func wrapErr(what string, err error) error {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -383,6 +384,43 @@ func TestRunPortInUse(t *testing.T) {
 	}
 	if ctx.Err() != nil {
 		t.Fatal("Run waited for the context instead of failing")
+	}
+}
+
+// The webhook stops its parts in the reverse order of their start: the
+// shutdown delay first (still serving, /readyz failing), the probe server,
+// the webhook server draining its in-flight requests, the informers, the
+// caBundle publisher and the serving certificate last.
+func TestComponentsStopInOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  func(*Config)
+		want []string
+	}{
+		{"cert files", func(c *Config) {
+			c.CertFile, c.KeyFile, c.CAFile, c.ProbeAddr = "tls.crt", "tls.key", "ca.crt", "127.0.0.1:0"
+		}, []string{"shutdown delay", "probe server", "webhook server", "informers", "caBundle publisher", "certificate watcher"}},
+		{"self-managed", func(*Config) {}, []string{"shutdown delay", "webhook server", "informers", "certificate manager"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Config{
+				Kube: fake.NewClientset(), NADClient: nadClient(t), Namespace: "ns", SecretName: "s",
+				Registration: registration.Options{MutatingName: "m", ValidatingName: "v", URL: "https://127.0.0.1:9443"},
+			}
+			tc.cfg(&c)
+			w, err := newInstance(context.Background(), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, comp := range w.components(context.Background()) {
+				names = append(names, comp.Name)
+			}
+			slices.Reverse(names)
+			if !slices.Equal(names, tc.want) {
+				t.Errorf("stop order\n%q, want\n%q", names, tc.want)
+			}
+		})
 	}
 }
 
