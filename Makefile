@@ -50,8 +50,9 @@ apiserver: ## build the kube-apiserver the package tests run (internal/apiserver
 	@mkdir -p $(OUT) && bash -c '. hack/lib/cluster.sh && K8S_COMMANDS=(kube-apiserver) && ensure_k8s_binaries'
 
 .PHONY: test-unit
-test-unit: packages apiserver ## go test ./... (no e2e), with -race when a C compiler is present (packages first: the hack/lib tests run jq, etcd; then kube-apiserver: with MULTINET_REQUIRE_APISERVER=1 a test needing the real API server fails instead of skipping)
+test-unit: packages apiserver ## go test ./... in the product module and in hack/tools (no e2e), with -race when a C compiler is present (packages first: the hack/lib tests run jq, etcd; then kube-apiserver: with MULTINET_REQUIRE_APISERVER=1 a test needing the real API server fails instead of skipping)
 	MULTINET_REQUIRE_APISERVER=1 $(GO) test $(RACE) -count=1 -timeout $(UNIT_TIMEOUT) ./...
+	$(GO) -C hack/tools test $(RACE) -count=1 -timeout $(UNIT_TIMEOUT) ./...
 
 .PHONY: test-flakes
 test-flakes: ## the flake hunt: unit suite -race -count=FLAKE_COUNT (10), then the e2e suite FLAKE_E2E_RUNS (3) times, under a background build load; lists every test that failed (hack/test-flakes.sh; hours)
@@ -138,7 +139,8 @@ images: ## OCI images of multinetd, webhook, deviceplugin into _output/images (i
 
 .PHONY: manifests
 manifests: ## render deploy/overlays/default into _output/deploy/default.yaml; IMAGE_DIGESTS=<file> ("<image> <repository>@sha256:<hex>" lines; make images writes _output/images/digests.txt) pins every image by digest (hack/tools/manifests)
-	$(GO) run ./hack/tools/manifests -overlay deploy/overlays/default $(if $(IMAGE_DIGESTS),-digests $(IMAGE_DIGESTS)) -o $(OUT)/deploy/default.yaml
+	$(GO) -C hack/tools build -o $(CURDIR)/$(OUT)/tools/manifests ./manifests
+	$(OUT)/tools/manifests -overlay deploy/overlays/default $(if $(IMAGE_DIGESTS),-digests $(IMAGE_DIGESTS)) -o $(OUT)/deploy/default.yaml
 
 .PHONY: clean
 clean: ## stop the cluster if it runs, remove _output/

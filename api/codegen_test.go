@@ -31,7 +31,7 @@ func repoRoot(t *testing.T) string {
 // hack/update-codegen.sh generates from the types (hack/verify-codegen.sh).
 func TestGeneratedFilesAreCurrent(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
-		testskip.Skip(t, "go is not on PATH: cannot run controller-gen (go tool controller-gen)")
+		testskip.Skip(t, "go is not on PATH: cannot build and run controller-gen (hack/update-codegen.sh)")
 	}
 	if _, err := exec.LookPath("bash"); err != nil {
 		testskip.Skip(t, "bash is not on PATH: cannot run hack/verify-codegen.sh")

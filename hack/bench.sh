@@ -29,7 +29,7 @@ if [[ ! -s $CNI_CONF_DIR/00-multinet.conflist ]]; then
 fi
 
 mkdir -p _output/bin _output/bench
-go build -o _output/bin/multinet-bench ./hack/tools/bench
+go -C hack/tools build -o "$PWD/_output/bin/multinet-bench" ./bench
 # Deployed multinetd (cluster-up's default): its PID from its pod's container
 # (containerd's init.pid), its ServiceAccount as the API user, and netns
 # published in the runtime's netns dir, which the container sees.

@@ -13,9 +13,12 @@ fi
 failed=()
 for file in $targets; do
   pkg=./$(dirname "${file#./}")
+  # hack/tools is a module of its own: its targets run from there.
+  mod=.
+  if [[ $pkg == ./hack/tools/* ]]; then mod=hack/tools; fi
   for name in $(grep -oE '^func Fuzz[A-Za-z0-9_]*' "$file" | awk '{print $2}'); do
     echo "== $pkg $name ($FUZZTIME)"
-    go test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" "$pkg" || failed+=("$pkg $name")
+    go -C "$mod" test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" "./${pkg#./hack/tools/}" || failed+=("$pkg $name")
   done
 done
 if ((${#failed[@]} > 0)); then

@@ -35,7 +35,7 @@ ensure_govulncheck() {
 }
 
 ensure_vulncheck() {
-  (cd "$ROOT" && go build -o "$TOOLS/vulncheck" ./hack/tools/vulncheck)
+  go -C "$ROOT/hack/tools" build -o "$TOOLS/vulncheck" ./vulncheck
 }
 
 # ensure_vulndb builds the v1 database from golang.org/x/vulndb's OSV files

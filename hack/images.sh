@@ -88,7 +88,7 @@ for b in "$BIN"/*; do
 done
 log "SBOMs (CycloneDX) of $(find "$SBOM" -name '*.cdx.json' | wc -l) binaries in ${SBOM#"$ROOT"/}"
 
-go build -o "$TOOLS/images" ./hack/tools/images
+go -C hack/tools build -o "$TOOLS/images" ./images
 tags=$TAG
 for t in $EXTRA_TAGS; do [[ $t == "$TAG" ]] || tags+=",$t"; done
 "$TOOLS/images" -bin-dir "$BIN" -sbom-dir "$SBOM" -out-dir "$OUT" -repo "$IMAGE_REPO" -tags "$tags" \

@@ -16,14 +16,25 @@
 # Usage: hack/update-codegen.sh [ROOT]
 #   ROOT is the module root to generate in (default: this repository). It must
 #   hold go.mod, go.sum, api/ and hack/boilerplate.go.txt; hack/verify-codegen.sh
-#   passes a scratch copy. The generators are the tools pinned in go.mod
-#   ("go tool controller-gen", "go tool client-gen", "go tool lister-gen",
-#   "go tool informer-gen"), built from the module cache.
+#   passes a scratch copy. The generators are the tools pinned in
+#   hack/tools/go.mod (controller-gen, client-gen, lister-gen, informer-gen),
+#   built from the module cache into ROOT/_output/codegen and run in ROOT.
+#   CODEGEN_TOOLS_MODULE names that module's directory (default: the
+#   hack/tools beside this script).
 set -euo pipefail
 
 root="${1:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
+tools_module="${CODEGEN_TOOLS_MODULE:-$(cd "$(dirname "${BASH_SOURCE[0]}")/tools" && pwd)}"
 cd "$root"
 export GOWORK=off
+
+bin="$root/_output/codegen"
+mkdir -p "$bin"
+go -C "$tools_module" build -o "$bin/" \
+	sigs.k8s.io/controller-tools/cmd/controller-gen \
+	k8s.io/code-generator/cmd/client-gen \
+	k8s.io/code-generator/cmd/lister-gen \
+	k8s.io/code-generator/cmd/informer-gen
 
 module="$(go list -m)"
 boilerplate=hack/boilerplate.go.txt
@@ -49,7 +60,7 @@ find api -name zz_generated.deepcopy.go -delete
 rm -f "$crd_dir"/*_*.yaml "$crd_dir/kustomization.yaml"
 rm -rf "$client_dir/clientset" "$client_dir/listers" "$client_dir/informers"
 
-go tool controller-gen \
+"$bin/controller-gen" \
 	object:headerFile="$boilerplate" \
 	crd:crdVersions=v1 \
 	paths=./api/... \
@@ -72,7 +83,7 @@ for gv in "${client_apis[@]}"; do
 	api_pkgs+=("$module/api/$gv")
 done
 
-go tool client-gen \
+"$bin/client-gen" \
 	--go-header-file "$boilerplate" \
 	--output-dir "$client_dir/clientset" \
 	--output-pkg "$module/$client_dir/clientset" \
@@ -80,7 +91,7 @@ go tool client-gen \
 	--input-base "$module/api" \
 	"${client_inputs[@]}"
 
-go tool client-gen \
+"$bin/client-gen" \
 	--go-header-file "$boilerplate" \
 	--output-dir "$client_dir/clientset" \
 	--output-pkg "$module/$client_dir/clientset" \
@@ -89,13 +100,13 @@ go tool client-gen \
 	--input "$(IFS=,; echo "${kube_inputs[*]}")" \
 	--included-types-overrides "$(IFS=,; echo "${kube_types[*]}")"
 
-go tool lister-gen \
+"$bin/lister-gen" \
 	--go-header-file "$boilerplate" \
 	--output-dir "$client_dir/listers" \
 	--output-pkg "$module/$client_dir/listers" \
 	"${api_pkgs[@]}"
 
-go tool informer-gen \
+"$bin/informer-gen" \
 	--go-header-file "$boilerplate" \
 	--output-dir "$client_dir/informers" \
 	--output-pkg "$module/$client_dir/informers" \

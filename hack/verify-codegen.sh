@@ -15,7 +15,7 @@ cp "$repo/go.mod" "$repo/go.sum" "$tmp/"
 cp -R "$repo/api" "$tmp/api"
 cp "$repo/hack/boilerplate.go.txt" "$repo/hack/update-codegen.sh" "$tmp/hack/"
 
-bash "$tmp/hack/update-codegen.sh" "$tmp"
+CODEGEN_TOOLS_MODULE="$repo/hack/tools" bash "$tmp/hack/update-codegen.sh" "$tmp"
 
 status=0
 for d in api deploy/crds pkg/client/clientset pkg/client/listers pkg/client/informers; do

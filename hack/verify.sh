@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# verify.sh: gofmt, go vet (with and without the e2e build tag, and with chaos), no use of a
+# verify.sh: gofmt, go vet (with and without the e2e build tag, and with chaos;
+# hack/tools, a module of its own, too), no use of a
 # deprecated API (staticcheck's SA1019, with and without the e2e build tag,
 # except in the generated pkg/client/*/),
 # when present, hack/verify-codegen.sh, and no reachable known vulnerability
@@ -43,6 +44,7 @@ fi
 
 echo "== go vet"
 go vet ./...
+go -C hack/tools vet ./...
 if [[ -d test/e2e ]]; then go vet -tags e2e ./test/e2e/...; fi
 if [[ -d test/chaos ]]; then go vet -tags chaos ./test/chaos/...; fi
 
@@ -59,6 +61,7 @@ own_pkgs() { go list "$@" ./... | grep -v '/pkg/client/'; }
 # shellcheck disable=SC2046
 "$staticcheck" -checks SA1019 -tags e2e $(own_pkgs -tags e2e)
 if [[ -d test/chaos ]]; then "$staticcheck" -checks SA1019 -tags chaos ./test/chaos/...; fi
+(cd hack/tools && "../../$staticcheck" -checks SA1019 ./...)
 
 if [[ -x hack/verify-codegen.sh ]]; then
   echo "== hack/verify-codegen.sh"

@@ -488,14 +488,15 @@ ensure_cni_plugins() {
     { tail -n 30 "$MULTINET_ROOT/_output/build-cni-plugins.log" >&2; die "building the CNI plugins failed"; }
 }
 
-# ensure_tools builds the small Go programs of hack/tools into $TOOLS_DIR
+# ensure_tools builds the small Go programs of hack/tools (a module of its
+# own) into $TOOLS_DIR
 # (always: the Go build cache makes it a second when nothing changed);
 # cni-multicall, the k3s layout's multi-call CNI binary, static
 # (CGO_ENABLED=0) as the plugins it stands beside.
 ensure_tools() {
   mkdir -p "$TOOLS_DIR"
-  (cd "$MULTINET_ROOT" && go build -o "$TOOLS_DIR/" ./hack/tools/mkimage ./hack/tools/runc-oomfix &&
-    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$TOOLS_DIR/" ./hack/tools/cni-multicall) \
+  (cd "$MULTINET_ROOT/hack/tools" && go build -o "$TOOLS_DIR/" ./mkimage ./runc-oomfix &&
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$TOOLS_DIR/" ./cni-multicall) \
     >"$MULTINET_ROOT/_output/build-tools.log" 2>&1 ||
     { cat "$MULTINET_ROOT/_output/build-tools.log" >&2; die "building hack/tools failed"; }
 }

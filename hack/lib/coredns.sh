@@ -64,7 +64,7 @@ ensure_coredns() {
   local repo=${COREDNS_IMAGE%/*} tag=${COREDNS_IMAGE##*:} out=$COREDNS_CACHE_DIR/.image
   log "building image $COREDNS_IMAGE into $COREDNS_IMAGE_TAR"
   mkdir -p "$TOOLS_DIR"
-  (cd "$MULTINET_ROOT" && go build -o "$TOOLS_DIR/images" ./hack/tools/images) >"$image_log" 2>&1 ||
+  go -C "$MULTINET_ROOT/hack/tools" build -o "$TOOLS_DIR/images" ./images >"$image_log" 2>&1 ||
     { tail -n 30 "$image_log" >&2; die "building hack/tools/images failed (log: _output/build-coredns-image.log)"; }
   rm -rf "$out"
   # -images coredns: the binaries directory holds coredns only.
