@@ -225,8 +225,8 @@ func TestDaemonErrorPreserved(t *testing.T) {
 	}
 }
 
-// No daemon: never success (DESIGN.md: DEL reported as success when the
-// daemon is unreachable leaks IPs and devices). Code 11 for ADD/DEL/CHECK/GC,
+// No daemon: never success (a DEL reported as success while the daemon is
+// unreachable would leak the pod's addresses and devices). Code 11 for ADD/DEL/CHECK/GC,
 // code 50 for STATUS (CNI spec "STATUS").
 func TestNoDaemon(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "absent.sock")
@@ -514,7 +514,7 @@ func BenchmarkExecAdd(b *testing.B) {
 }
 
 // The shim is exec'd for every sandbox operation: it must not pull in
-// client-go, net/http, gRPC, Prometheus or klog (DESIGN.md components table).
+// client-go, net/http, gRPC, Prometheus or klog: it stays a few MB and a few ms.
 func TestImportsStaySmall(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".").Output()
 	if err != nil {

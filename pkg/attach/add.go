@@ -27,7 +27,7 @@ import (
 
 type libcniList = libcni.NetworkConfigList
 
-// Add performs CNI ADD for one pod sandbox (DESIGN.md "The ADD path"):
+// Add performs CNI ADD for one pod sandbox (docs/multinetd.md "What it does on ADD"):
 // the default network on the runtime's CNI_IFNAME, then every selected
 // network in annotation order (spec §6.2, §4). The record of the attachments
 // is written before any delegate runs and again, with the results and the

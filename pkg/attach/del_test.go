@@ -128,8 +128,8 @@ func TestDelUsesRequestCNIPath(t *testing.T) {
 }
 
 // A corrupt record is reported and DEL falls back to what libcni's cache and
-// the API server know (DESIGN.md "What the anchors get wrong": a corrupt
-// cache must not make DEL skip every delegate): the pod's current networks
+// the API server know (a corrupt record must not make DEL skip every
+// delegate): the pod's current networks
 // when it is there. With the API server down DEL tears down what it can and
 // fails (TestDelCorruptRecordAPIDown); it used to tear down eth0 only and
 // succeed, leaking net1..net3.
@@ -213,8 +213,8 @@ func TestDelContinuesPastFailure(t *testing.T) {
 	e.wantNoLeases()
 }
 
-// CHECK checks every attachment, not only the default network's
-// (DESIGN.md "What the anchors get wrong"), and names the broken one.
+// CHECK checks every attachment, not only the default network's, and names
+// the broken one.
 func TestCheck(t *testing.T) {
 	e := newEnv(t, nil)
 	pod, id := e.addThree()
@@ -289,7 +289,7 @@ func TestCheckSkipsDelegatesBelow040(t *testing.T) {
 
 // GC (CNI 1.1) tears down and forgets the containers missing from
 // cni.dev/valid-attachments, releasing their addresses, and keeps the valid
-// ones untouched (DESIGN.md: GC must not ignore the valid attachments).
+// ones untouched.
 func TestGC(t *testing.T) {
 	e := newEnv(t, nil)
 	e.bridgeNAD("net-a")

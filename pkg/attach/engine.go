@@ -7,7 +7,7 @@
 //
 // Engine implements cniserver.Handler. It needs the API server only on ADD
 // (pod and NetworkAttachmentDefinitions from informers); DEL, CHECK and GC
-// work from the attachment records (DESIGN.md "The ADD path", step 9).
+// work from the attachment records, written before ADD answers.
 package attach
 
 import (

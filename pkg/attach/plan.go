@@ -80,8 +80,8 @@ func planError(code uint, format string, args ...any) error {
 	return types.NewError(code, fmt.Sprintf(format, args...), "")
 }
 
-// buildPlan decides the attachments of an ADD (DESIGN.md, ADD path steps
-// 3-7): the pod's network selection is decided by podnetworks.Check, the
+// buildPlan decides the attachments of an ADD (pod, selection, NADs, CNI
+// configs, devices; docs/multinetd.md "What it does on ADD"): the pod's network selection is decided by podnetworks.Check, the
 // rules the admission webhook and kubectl multinet lint apply, against the
 // NADs of Options.NADs and the node's CNI configs (Options.Resolver), with
 // the runtime's ifName as the default network's interface; devices and the

@@ -1,7 +1,7 @@
 // Package kube is multinetd's view of the Kubernetes API: a node-local pod
 // informer, the network-status PATCH, and Events on pods. It never lists or
 // watches pods of other nodes, and it never GETs an object an informer already
-// holds (DESIGN.md: "What the anchors get wrong").
+// holds.
 package kube
 
 import (

@@ -1,6 +1,6 @@
 // Package podresources asks kubelet which devices a pod was allocated, through
 // kubelet's PodResources API v1 (k8s.io/kubelet/pkg/apis/podresources/v1) on
-// its unix socket (spec/002 "Monitoring device plugin resources"; device-info
+// its unix socket (Kubernetes "Device Plugins" docs, "Monitoring device plugin resources"; device-info
 // spec §4.1: "NPWG Implementations can retrieve them through the Pod Resources
 // API").
 //
@@ -28,7 +28,7 @@ import (
 )
 
 const (
-	// DefaultSocket is kubelet's PodResources socket (spec/002). A kubelet
+	// DefaultSocket is kubelet's PodResources socket. A kubelet
 	// started with another --root-dir serves it at
 	// <root-dir>/pod-resources/kubelet.sock.
 	DefaultSocket = "/var/lib/kubelet/pod-resources/kubelet.sock"

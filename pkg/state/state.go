@@ -1,7 +1,7 @@
 // Package state stores the daemon's attachment records: for each container, what
 // multinetd attached and how (delegate config as run, ifname, runtimeConfig,
 // result), so that CNI DEL, CHECK and GC work without the API server or the
-// NetworkAttachmentDefinition (DESIGN.md "The ADD path", step 9).
+// NetworkAttachmentDefinition: ADD writes the record before it answers.
 //
 // Every write is atomic: the record is written to a temporary file in the same
 // directory and renamed over the old file. A reader therefore sees either the

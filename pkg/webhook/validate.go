@@ -21,7 +21,7 @@ import (
 //
 // Denied (403), with the message multinetd's ADD error and Event would
 // carry (podnetworks.Check: docs/validation.md lists the cases): a
-// malformed annotation (spec §4.1; DESIGN: rejected, not ignored), a
+// malformed annotation (spec §4.1; rejected, not ignored: docs/decisions/selection.md), a
 // selection Options.Policy's isolation forbids (§7.4), a missing or
 // unusable NAD, a key no plugin is capable of, colliding interface names,
 // cni-args that cannot merge, …; on UPDATE, also a selection that needs
