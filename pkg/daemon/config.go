@@ -332,6 +332,11 @@ func (c *Config) Complete() error {
 	if c.DefaultNetwork.ConfDir == "" {
 		c.DefaultNetwork.ConfDir = c.CNIConfDir
 	}
+	return errors.Join(slices.Concat(c.checkNetworks(), c.checkPolicy(), c.checkPaths(), c.checkIPAM(), c.checkTimeouts())...)
+}
+
+// checkNetworks checks defaultNetwork, defaultNetworks and auxiliaryChain.
+func (c *Config) checkNetworks() []error {
 	var errs []error
 	set := 0
 	for _, v := range []string{c.DefaultNetwork.NAD, c.DefaultNetwork.File, c.DefaultNetwork.Name} {
@@ -353,6 +358,18 @@ func (c *Config) Complete() error {
 	if _, err := podnetworks.ParseDefaultNetworks(c.DefaultNetworks); err != nil {
 		errs = append(errs, err)
 	}
+	if c.AuxiliaryChain != "" {
+		if err := netconf.ValidateNetworkName(c.AuxiliaryChain); err != nil {
+			errs = append(errs, fmt.Errorf("auxiliaryChain: %w", err))
+		}
+	}
+	return errs
+}
+
+// checkPolicy checks (and normalizes) undeclaredCapabilities,
+// maxSelectionElements and systemNamespaces.
+func (c *Config) checkPolicy() []error {
+	var errs []error
 	if u, err := podnetworks.ParseUndeclaredCapabilities(c.UndeclaredCapabilities); err != nil {
 		errs = append(errs, err)
 	} else {
@@ -366,11 +383,13 @@ func (c *Config) Complete() error {
 			errs = append(errs, fmt.Errorf("systemNamespaces[%d] %q: not a namespace name: %s", i, ns, strings.Join(msgs, "; ")))
 		}
 	}
-	if c.AuxiliaryChain != "" {
-		if err := netconf.ValidateNetworkName(c.AuxiliaryChain); err != nil {
-			errs = append(errs, fmt.Errorf("auxiliaryChain: %w", err))
-		}
-	}
+	return errs
+}
+
+// checkPaths checks (and completes) nodeRoot, delegateCgroup, socketPath,
+// recordSync, confFileName and stateDir.
+func (c *Config) checkPaths() []error {
+	var errs []error
 	if !filepath.IsAbs(c.NodeRoot) {
 		errs = append(errs, fmt.Errorf("nodeRoot %q: want an absolute path", c.NodeRoot))
 	}
@@ -388,6 +407,19 @@ func (c *Config) Complete() error {
 	} else {
 		c.RecordSync = string(mode)
 	}
+	if c.ConfFileName == "" || strings.ContainsRune(c.ConfFileName, '/') || !strings.HasSuffix(c.ConfFileName, ".conflist") {
+		errs = append(errs, fmt.Errorf("confFileName %q: want a file name ending in .conflist", c.ConfFileName))
+	}
+	if c.StateDir == "" {
+		errs = append(errs, errors.New("stateDir: empty"))
+	}
+	return errs
+}
+
+// checkIPAM checks (and completes) multinet-ipam's fields: its socket,
+// reconcile interval and allocation limits.
+func (c *Config) checkIPAM() []error {
+	var errs []error
 	if c.IPAMSocketPath == "" {
 		c.IPAMSocketPath = filepath.Join(filepath.Dir(c.SocketPath), "ipam.sock")
 	}
@@ -412,12 +444,14 @@ func (c *Config) Complete() error {
 	if err := c.IPAMTenancy().Check(); err != nil {
 		errs = append(errs, err)
 	}
-	if c.ConfFileName == "" || strings.ContainsRune(c.ConfFileName, '/') || !strings.HasSuffix(c.ConfFileName, ".conflist") {
-		errs = append(errs, fmt.Errorf("confFileName %q: want a file name ending in .conflist", c.ConfFileName))
-	}
-	if c.StateDir == "" {
-		errs = append(errs, errors.New("stateDir: empty"))
-	}
+	return errs
+}
+
+// checkTimeouts checks the in-flight limits, timeouts and intervals, and
+// that they fit together (requestTimeout within shimTimeout, reapMinAge
+// past shimTimeout).
+func (c *Config) checkTimeouts() []error {
+	var errs []error
 	if c.MaxInFlight < 1 {
 		errs = append(errs, fmt.Errorf("maxInFlight %d: want at least 1", c.MaxInFlight))
 	}
@@ -442,7 +476,7 @@ func (c *Config) Complete() error {
 	if c.RequestTimeout.Duration > c.ShimTimeout.Duration {
 		errs = append(errs, fmt.Errorf("requestTimeout %s: must not exceed shimTimeout %s (the shim would give up first)", c.RequestTimeout, c.ShimTimeout))
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // DefaultNetworkElements returns DefaultNetworks as the engine takes them

@@ -44,84 +44,66 @@ var latencyBuckets = prometheus.ExponentialBuckets(0.001, 2, 17)
 func newMetrics() *metrics {
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
-		opDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "multinet", Name: "cni_operation_duration_seconds",
-			Help:    "Time multinetd spent on a CNI operation (handler run time, without queueing), by CNI command.",
-			Buckets: latencyBuckets,
-		}, []string{"command"}),
-		opTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "multinet", Name: "cni_operations_total",
-			Help: "CNI operations answered, by command and CNI error code (0 = success).",
-		}, []string{"command", "code"}),
-		queued: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "multinet", Name: "cni_operation_queued_seconds",
-			Help:    "Time a CNI operation waited for a concurrency slot, by command.",
-			Buckets: latencyBuckets,
-		}, []string{"command"}),
-		read: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "multinet", Name: "cni_request_read_seconds",
-			Help:    "Time from accepting a CNI connection to its request read and decoded, by command (INVALID: not decodable).",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 17),
-		}, []string{"command"}),
-		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "multinet", Name: "cni_operations_in_flight",
-			Help: "CNI operations read and not yet answered (queued or running).",
-		}),
-		delegate: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "multinet", Name: "delegate_duration_seconds",
-			Help:    "Time of one delegate config list invocation, by command and the list's first plugin type.",
-			Buckets: latencyBuckets,
-		}, []string{"command", "plugin"}),
-		delegateEr: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "multinet", Name: "delegate_errors_total",
-			Help: "Failed delegate invocations, by command, plugin type and CNI error code.",
-		}, []string{"command", "plugin", "code"}),
-		nadLive: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "multinet", Name: "nad_live_lookups_total",
-			Help: "NetworkAttachmentDefinitions an ADD did not find in the synced informer cache, read from the API server, by result (found: the informer lagged).",
-		}, []string{"result"}),
-		nadSync: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "multinet", Name: "nad_sync_wait_seconds",
-			Help:    "Time an ADD's NAD lookup waited for the NAD informer's first list, by result (synced, not_synced: gave up after nadSyncWait or the request's deadline).",
-			Buckets: latencyBuckets,
-		}, []string{"result"}),
-		stPending: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: "multinet", Name: "network_status_pending",
-			Help: "Pod sandboxes whose network-status annotation the API server has not accepted yet (the ADD's PATCH failed); multinetd retries them in the background.",
-		}),
-		stRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "multinet", Name: "network_status_retries_total",
-			Help: "Background retries of a network-status PATCH, by result (landed; failed: tried again later; withdrawn: the pod is gone, its sandbox torn down or superseded).",
-		}, []string{"result"}),
-		corrupt: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "multinet", Name: "corrupt_records_total",
-			Help: "Corrupt (or partially recovered) attachment records handled, by operation (ADD, DEL, GC) and outcome (recovered: everything they could name torn down; incomplete: a delegate DEL failed or the pod's networks are unknown, the record kept for a retry).",
-		}, []string{"operation", "outcome"}),
-		reaped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "multinet", Name: "stale_sandboxes_total",
-			Help: "Attachment records of pod sandboxes the container runtime no longer lists (their DEL never reached multinetd), by result (reaped: torn down and removed; failed: a teardown failed, retried at the next reap).",
-		}, []string{"result"}),
-		hotPlugs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "multinet", Name: "hotplug_operations_total",
-			Help: "Hot-plugs of a running pod's networks (its networks annotation changed), by result (succeeded; failed: a delegate, lookup or save failed, rolled back and retried; refused: the change cannot be made until the annotation changes).",
-		}, []string{"result"}),
-		hotPlugDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "multinet", Name: "hotplug_duration_seconds",
-			Help:    "Time of one hot-plug, from taking the sandbox's lock to its record saved and network-status written, by result.",
-			Buckets: latencyBuckets,
-		}, []string{"result"}),
-		recSynced: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "multinet", Name: "records_synced_total",
-			Help: "Attachment records made durable by the background group commit (recordSync: background), by result (ok; error: an fsync failed, the record may not survive a power loss).",
-		}, []string{"result"}),
-		peerRef: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "multinet", Name: "socket_peer_refused_total",
-			Help: "Connections refused because the connecting process is not root on the node (SO_PEERCRED), by socket (cni: the shim's, ipam: multinet-ipam's).",
-		}, []string{"socket"}),
+		opDuration: histogramVec("cni_operation_duration_seconds", latencyBuckets,
+			"Time multinetd spent on a CNI operation (handler run time, without queueing), by CNI command.",
+			"command"),
+		opTotal: counterVec("cni_operations_total",
+			"CNI operations answered, by command and CNI error code (0 = success).",
+			"command", "code"),
+		queued: histogramVec("cni_operation_queued_seconds", latencyBuckets,
+			"Time a CNI operation waited for a concurrency slot, by command.",
+			"command"),
+		read: histogramVec("cni_request_read_seconds", prometheus.ExponentialBuckets(0.0001, 2, 17),
+			"Time from accepting a CNI connection to its request read and decoded, by command (INVALID: not decodable).",
+			"command"),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "multinet", Name: "cni_operations_in_flight",
+			Help: "CNI operations read and not yet answered (queued or running)."}),
+		delegate: histogramVec("delegate_duration_seconds", latencyBuckets,
+			"Time of one delegate config list invocation, by command and the list's first plugin type.",
+			"command", "plugin"),
+		delegateEr: counterVec("delegate_errors_total",
+			"Failed delegate invocations, by command, plugin type and CNI error code.",
+			"command", "plugin", "code"),
+		nadLive: counterVec("nad_live_lookups_total",
+			"NetworkAttachmentDefinitions an ADD did not find in the synced informer cache, read from the API server, by result (found: the informer lagged).",
+			"result"),
+		nadSync: histogramVec("nad_sync_wait_seconds", latencyBuckets,
+			"Time an ADD's NAD lookup waited for the NAD informer's first list, by result (synced, not_synced: gave up after nadSyncWait or the request's deadline).",
+			"result"),
+		stPending: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "multinet", Name: "network_status_pending",
+			Help: "Pod sandboxes whose network-status annotation the API server has not accepted yet (the ADD's PATCH failed); multinetd retries them in the background."}),
+		stRetries: counterVec("network_status_retries_total",
+			"Background retries of a network-status PATCH, by result (landed; failed: tried again later; withdrawn: the pod is gone, its sandbox torn down or superseded).",
+			"result"),
+		corrupt: counterVec("corrupt_records_total",
+			"Corrupt (or partially recovered) attachment records handled, by operation (ADD, DEL, GC) and outcome (recovered: everything they could name torn down; incomplete: a delegate DEL failed or the pod's networks are unknown, the record kept for a retry).",
+			"operation", "outcome"),
+		reaped: counterVec("stale_sandboxes_total",
+			"Attachment records of pod sandboxes the container runtime no longer lists (their DEL never reached multinetd), by result (reaped: torn down and removed; failed: a teardown failed, retried at the next reap).",
+			"result"),
+		hotPlugs: counterVec("hotplug_operations_total",
+			"Hot-plugs of a running pod's networks (its networks annotation changed), by result (succeeded; failed: a delegate, lookup or save failed, rolled back and retried; refused: the change cannot be made until the annotation changes).",
+			"result"),
+		hotPlugDur: histogramVec("hotplug_duration_seconds", latencyBuckets,
+			"Time of one hot-plug, from taking the sandbox's lock to its record saved and network-status written, by result.",
+			"result"),
+		recSynced: counterVec("records_synced_total",
+			"Attachment records made durable by the background group commit (recordSync: background), by result (ok; error: an fsync failed, the record may not survive a power loss).",
+			"result"),
+		peerRef: counterVec("socket_peer_refused_total",
+			"Connections refused because the connecting process is not root on the node (SO_PEERCRED), by socket (cni: the shim's, ipam: multinet-ipam's).",
+			"socket"),
 	}
 	m.registry.MustRegister(m.opDuration, m.opTotal, m.queued, m.read, m.inFlight, m.delegate, m.delegateEr, m.nadLive, m.nadSync,
 		m.stPending, m.stRetries, m.corrupt, m.reaped, m.hotPlugs, m.hotPlugDur, m.recSynced, m.peerRef,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.initLabels()
+	return m
+}
+
+// initLabels creates the series of every known label value at 0, so that
+// they are exported before the first event.
+func (m *metrics) initLabels() {
 	for _, s := range []string{SocketCNI, SocketIPAM} {
 		m.peerRef.WithLabelValues(s)
 	}
@@ -137,7 +119,17 @@ func newMetrics() *metrics {
 	for _, r := range []string{attach.HotPlugSucceeded, attach.HotPlugFailed, attach.HotPlugRefused} {
 		m.hotPlugs.WithLabelValues(r)
 	}
-	return m
+}
+
+// counterVec is the counter vector multinet_<name> with labels.
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "multinet", Name: name, Help: help}, labels)
+}
+
+// histogramVec is the histogram vector multinet_<name> of buckets (seconds)
+// with labels.
+func histogramVec(name string, buckets []float64, help string, labels ...string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "multinet", Name: name, Help: help, Buckets: buckets}, labels)
 }
 
 var _ attach.HotPlugObserver = (*metrics)(nil)
