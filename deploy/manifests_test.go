@@ -489,8 +489,12 @@ func TestRBACLeastPrivilege(t *testing.T) {
 			t.Errorf("webhook may change %s other than its own caBundle", kind)
 		}
 	}
-	if allows(w, "get", "", "secrets", "x") || allows(w, "get", "", "pods", "x") {
-		t.Error("webhook: no cluster-wide secrets or pods")
+	if allows(w, "get", "", "secrets", "x") || allows(w, "get", "", "pods", "x") || allows(w, "watch", "", "pods", "") {
+		t.Error("webhook: no cluster-wide secrets, no pod get or watch")
+	}
+	// The IPAMClaim status webhook lists a namespace's pods of one node.
+	if !allows(w, "list", "", "pods", "") {
+		t.Error("webhook cannot list pods (IPAMClaim status writes of multinetd)")
 	}
 	ws := rules(t, o, "Role/multinet:webhook")
 	if !allows(ws, "get", "", "secrets", "multinet-webhook-certs") || !allows(ws, "update", "", "secrets", "multinet-webhook-certs") {

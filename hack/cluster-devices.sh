@@ -185,6 +185,7 @@ metadata: {name: "multinet:webhook-host"}
 rules:
 - {apiGroups: [k8s.cni.cncf.io], resources: [network-attachment-definitions], verbs: [get, list, watch]}
 - {apiGroups: [""], resources: [namespaces], verbs: [get, list, watch]}
+- {apiGroups: [""], resources: [pods], verbs: [list]}
 - {apiGroups: [resource.k8s.io], resources: [resourceslices, deviceclasses], verbs: [get, list, watch]}
 - {apiGroups: [admissionregistration.k8s.io], resources: [mutatingwebhookconfigurations, validatingwebhookconfigurations], verbs: [get, create, update]}
 ---

@@ -51,6 +51,7 @@ func main() {
 	printConfigs := flag.Bool("print-webhook-configurations", false, "print the webhook configurations these flags give (YAML, without caBundle) and exit")
 	flag.BoolVar(&c.Registration.NoMatchConditions, "no-match-conditions", false, "leave out the matchConditions that send only pods with a selection annotation (API servers < 1.28)")
 
+	nodeAgent := flag.String("node-agent-user", "", "user of multinetd's node credentials whose IPAMClaim status writes are held to their node's pods (empty: system:serviceaccount:<--namespace>:multinetd)")
 	flag.StringVar(&c.CertFile, "tls-cert-file", "", "serving certificate (PEM); with --tls-private-key-file disables self-managed certificates")
 	flag.StringVar(&c.KeyFile, "tls-private-key-file", "", "serving certificate's key (PEM)")
 	flag.StringVar(&c.CAFile, "ca-bundle-file", "", "with --tls-cert-file: CA bundle (PEM) to publish as caBundle")
@@ -82,6 +83,10 @@ func main() {
 	c.Registration.ServicePort = int32(*port)
 	c.Registration.TimeoutSeconds = int32(*timeout)
 	c.Registration.ExcludeNamespaces = appendUnique(splitList(*excluded), c.Namespace)
+	if *nodeAgent == "" {
+		*nodeAgent = "system:serviceaccount:" + c.Namespace + ":multinetd"
+	}
+	c.Registration.NodeAgentUser, c.Handlers.NodeAgentUser = *nodeAgent, *nodeAgent
 	c.Handlers.ResourceNameAnnotations = splitList(*rnKeys)
 	c.Handlers.Existing = webhook.ExistingPolicy(*existing)
 	c.Handlers.Isolation = selection.IsolationPolicy{Enabled: *isolation, GlobalNamespaces: splitList(*globals)}

@@ -58,7 +58,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, r := range []string{nadlookup.LiveFound, nadlookup.LiveNotFound, nadlookup.LiveError} {
 		m.nadLiveLookups.WithLabelValues(r)
 	}
-	for _, h := range []string{"mutate-pods", "validate-pods", "validate-nads"} {
+	for _, h := range []string{"mutate-pods", "validate-pods", "validate-nads", "validate-ipamclaims"} {
 		for _, r := range []string{ResultAllowed, ResultPatched, ResultDenied, ResultErrored} {
 			m.decisions.WithLabelValues(h, r)
 		}

@@ -20,6 +20,8 @@ const (
 	MutatePodsPath   = "/mutate-pods"
 	ValidatePodsPath = "/validate-pods"
 	ValidateNADsPath = "/validate-nads"
+	// ValidateIPAMClaimsPath serves ValidateIPAMClaimStatus.
+	ValidateIPAMClaimsPath = "/validate-ipamclaims"
 )
 
 // ExistingPolicy says how MutatePods treats a resource the pod's containers
@@ -112,9 +114,20 @@ type Options struct {
 	// (Multus's DRA flow; docs/decisions/dra.md). Nil: every resource is
 	// requested.
 	DRA DRAResources
+	// NodeAgentUser is the user of multinetd's node credentials whose
+	// IPAMClaim status writes ValidateIPAMClaimStatus checks; empty means
+	// DefaultNodeAgentUser.
+	NodeAgentUser string
+	// PodsOnNode looks up the pods bound to a node for
+	// ValidateIPAMClaimStatus (ListPodsOnNode); nil answers its requests
+	// that add an address with 503.
+	PodsOnNode PodsOnNodeFunc
+	// PodLookupTimeout bounds each PodsOnNode call; 0 means
+	// DefaultPodLookupTimeout.
+	PodLookupTimeout time.Duration
 }
 
-// Webhooks holds the three admission handlers. Safe for concurrent use.
+// Webhooks holds the admission handlers. Safe for concurrent use.
 type Webhooks struct {
 	o    Options
 	nads *nadlookup.Lookup
@@ -159,17 +172,24 @@ func New(o Options) (*Webhooks, error) {
 	if o.ContainerIndex < 0 {
 		return nil, fmt.Errorf("webhook options: ContainerIndex %d: must not be negative", o.ContainerIndex)
 	}
+	if o.NodeAgentUser == "" {
+		o.NodeAgentUser = DefaultNodeAgentUser
+	}
+	if o.PodLookupTimeout <= 0 {
+		o.PodLookupTimeout = DefaultPodLookupTimeout
+	}
 	return &Webhooks{o: o, nads: newNADLookup(o)}, nil
 }
 
 // Handlers returns the HTTP handler of each path (MutatePodsPath,
-// ValidatePodsPath, ValidateNADsPath): controller-runtime admission.Webhooks
+// ValidatePodsPath, ValidateNADsPath, ValidateIPAMClaimsPath): controller-runtime admission.Webhooks
 // that decode AdmissionReview v1 (and v1beta1) bodies, recover panics into a
 // 500 response and count decisions in Metrics.
 func (w *Webhooks) Handlers() map[string]http.Handler {
 	return map[string]http.Handler{
-		MutatePodsPath:   &admission.Webhook{Handler: w.instrument("mutate-pods", w.MutatePods)},
-		ValidatePodsPath: &admission.Webhook{Handler: w.instrument("validate-pods", w.ValidatePods)},
-		ValidateNADsPath: &admission.Webhook{Handler: w.instrument("validate-nads", w.ValidateNADs)},
+		MutatePodsPath:         &admission.Webhook{Handler: w.instrument("mutate-pods", w.MutatePods)},
+		ValidatePodsPath:       &admission.Webhook{Handler: w.instrument("validate-pods", w.ValidatePods)},
+		ValidateNADsPath:       &admission.Webhook{Handler: w.instrument("validate-nads", w.ValidateNADs)},
+		ValidateIPAMClaimsPath: &admission.Webhook{Handler: w.instrument("validate-ipamclaims", w.ValidateIPAMClaimStatus)},
 	}
 }

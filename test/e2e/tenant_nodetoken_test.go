@@ -105,8 +105,9 @@ func testAllocation(pool, addr, node string) *ipamv1alpha1.IPAllocation {
 // with the policy's message naming the node and the object: patching the
 // network-status of a pod on node B, any other annotation or a label of a
 // pod on node A, creating or deleting an IPAllocation of node B, changing
-// the addresses of an IPAMClaim in use; the same writes to node A's own
-// objects go through. A token of multinetd's ServiceAccount without a node
+// the addresses of an IPAMClaim in use, adding an address to the IPAMClaim
+// of a pod on node B or to one no pod references; the same writes to node
+// A's own objects go through. A token of multinetd's ServiceAccount without a node
 // claim (minted unbound) is refused everything (fail closed).
 func TestMultiNodeTenantNodeToken(t *testing.T) {
 	requireDeployed(t)
@@ -114,7 +115,16 @@ func TestMultiNodeTenantNodeToken(t *testing.T) {
 	nodeA, nodeB := nodes[0].Name, nodes[1].Name
 	ns := newNamespace(t)
 	ctx := testContext(t, 4*time.Minute)
-	createPods(t, []*corev1.Pod{onNode(podSpec(ns, "on-a", ""), nodeA), onNode(podSpec(ns, "on-b", ""), nodeB)})
+	// Each pod attaches to the spanning network with an IPAMClaim of its
+	// own: its node's multinetd records the claim's first address.
+	spanningNAD(t, ns)
+	var pods []*corev1.Pod
+	for name, node := range map[string]string{"on-a": nodeA, "on-b": nodeB} {
+		claim := createClaim(t, ctx, ns, name+".spanning.net1")
+		sel := `[{"name":"spanning","interface":"net1","ipam-claim-reference":"` + claim.Name + `"}]`
+		pods = append(pods, onNode(podSpec(ns, name, sel), node))
+	}
+	createPods(t, pods)
 	waitPodsRunning(t, ns, 2, 2*time.Minute)
 	a := multinetdToken(t, ctx, nodeA)
 	statusValue := `[{"name":"e2e","interface":"net9","ips":["10.9.9.9"]}]`
@@ -155,33 +165,36 @@ func TestMultiNodeTenantNodeToken(t *testing.T) {
 		t.Errorf("node B's IPAllocation after the refused delete: %v", err)
 	}
 
-	// IPAMClaims: a claim in use (its addresses recorded, for a pod on
-	// node B) keeps them; a new claim gets its first address.
-	claims := testCluster.multi.K8sCniCncfIoV1alpha1().IPAMClaims(ns)
-	newClaim := func(name string, ips ...string) *ipamclaimv1alpha1.IPAMClaim {
-		t.Helper()
-		c, err := claims.Create(ctx, &ipamclaimv1alpha1.IPAMClaim{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: ipamclaimv1alpha1.IPAMClaimSpec{Network: "spanning", Interface: "net1"}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatalf("create IPAMClaim %s: %v", name, err)
-		}
-		if ips != nil {
-			c.Status.IPs = ips
-			if c, err = claims.UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
-				t.Fatalf("status of IPAMClaim %s (admin): %v", name, err)
-			}
-		}
-		return c
-	}
-	inUse := newClaim("on-b.spanning.net1", "10.250.1.5/24")
-	inUse.Status.IPs = []string{"10.250.1.6/24"}
-	_, err = a.multi.K8sCniCncfIoV1alpha1().IPAMClaims(ns).UpdateStatus(ctx, inUse, metav1.UpdateOptions{})
+	// IPAMClaims: each node's multinetd recorded the first address of its
+	// own pod's claim (the webhook let it through); node A may add an
+	// address only to the claim of a pod on node A: not to node B's pod's
+	// claim, not to a claim no pod references; and no node may change or
+	// remove an address recorded (the policy).
+	claims := a.multi.K8sCniCncfIoV1alpha1().IPAMClaims(ns)
+	onB := recordedClaim(t, ctx, ns, "on-b.spanning.net1")
+	onB.Status.IPs = []string{"10.250.1.6/24"}
+	_, err = claims.UpdateStatus(ctx, onB, metav1.UpdateOptions{})
 	wantRefused(t, "changing the address of an IPAMClaim in use", err,
-		"multinetd of node "+nodeA+" may only add addresses to IPAMClaim "+ns+"/on-b.spanning.net1, not change or remove 10.250.1.5/24")
-	fresh := newClaim("on-a.spanning.net1")
-	fresh.Status.IPs = []string{"10.250.1.7/24"}
-	_, err = a.multi.K8sCniCncfIoV1alpha1().IPAMClaims(ns).UpdateStatus(ctx, fresh, metav1.UpdateOptions{})
-	wantAllowed(t, "the first address of a new IPAMClaim", err)
+		"multinetd of node "+nodeA+" may only add addresses to IPAMClaim "+ns+"/on-b.spanning.net1, not change or remove")
+	onB = recordedClaim(t, ctx, ns, "on-b.spanning.net1")
+	recorded := onB.Status.IPs[0]
+	onB.Status.IPs = append(onB.Status.IPs, "10.250.1.99/24")
+	_, err = claims.UpdateStatus(ctx, onB, metav1.UpdateOptions{})
+	wantRefused(t, "adding an address to the IPAMClaim of a pod on node B", err,
+		"multinetd of node "+nodeA+" may write only IPAMClaims of pods of its own node: no pod bound to node "+nodeA+
+			" references IPAMClaim "+ns+"/on-b.spanning.net1", "refused adding 10.250.1.99/24")
+	if got := recordedClaim(t, ctx, ns, "on-b.spanning.net1").Status.IPs; len(got) != 1 || got[0] != recorded {
+		t.Errorf("node B's pod's IPAMClaim after the refused writes: status.ips %v, want [%s]", got, recorded)
+	}
+	orphan := createClaim(t, ctx, ns, "orphan.spanning.net1")
+	orphan.Status.IPs = []string{"10.250.1.7/24"}
+	_, err = claims.UpdateStatus(ctx, orphan, metav1.UpdateOptions{})
+	wantRefused(t, "the first address of an IPAMClaim no pod references", err,
+		"no pod bound to node "+nodeA+" references IPAMClaim "+ns+"/orphan.spanning.net1")
+	onA := recordedClaim(t, ctx, ns, "on-a.spanning.net1")
+	onA.Status.IPs = append(onA.Status.IPs, "10.250.1.8/24")
+	_, err = claims.UpdateStatus(ctx, onA, metav1.UpdateOptions{})
+	wantAllowed(t, "an address added to the IPAMClaim of a pod on node A", err)
 
 	// A token without a node claim is refused everything: fail closed.
 	unbound := multinetdToken(t, ctx, "")
@@ -193,4 +206,31 @@ func TestMultiNodeTenantNodeToken(t *testing.T) {
 	if left := poolAllocations(t, pool); len(left) != 1 {
 		t.Errorf("pool %s has %d allocations, want node B's only: %+v", pool, len(left), left)
 	}
+}
+
+// createClaim creates IPAMClaim ns/name (network "spanning", interface
+// net1) as the cluster admin.
+func createClaim(t *testing.T, ctx context.Context, ns, name string) *ipamclaimv1alpha1.IPAMClaim {
+	t.Helper()
+	c, err := testCluster.multi.K8sCniCncfIoV1alpha1().IPAMClaims(ns).Create(ctx, &ipamclaimv1alpha1.IPAMClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       ipamclaimv1alpha1.IPAMClaimSpec{Network: "spanning", Interface: "net1"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create IPAMClaim %s: %v", name, err)
+	}
+	return c
+}
+
+// recordedClaim reads IPAMClaim ns/name and fails unless its status holds
+// exactly one address (recorded by the multinetd of its pod's node).
+func recordedClaim(t *testing.T, ctx context.Context, ns, name string) *ipamclaimv1alpha1.IPAMClaim {
+	t.Helper()
+	c, err := testCluster.multi.K8sCniCncfIoV1alpha1().IPAMClaims(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("IPAMClaim %s: %v", name, err)
+	}
+	if len(c.Status.IPs) != 1 {
+		t.Fatalf("IPAMClaim %s: status.ips %v, want the one address its pod's node recorded", name, c.Status.IPs)
+	}
+	return c
 }

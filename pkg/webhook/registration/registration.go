@@ -10,7 +10,9 @@
 //     pods that use multinet (and NAD writes);
 //   - namespaceSelector: kubernetes.io/metadata.name NotIn (kube-system and
 //     the webhook's own namespace), so the webhook never blocks itself or the
-//     control plane;
+//     control plane; the IPAMClaim status webhook matches every namespace
+//     but only multinetd's requests (Options.NodeAgentUser), which nothing
+//     in the webhook's own start-up needs;
 //   - sideEffects None, admissionReviewVersions [v1], timeoutSeconds 5,
 //     matchPolicy Equivalent, an empty objectSelector, reinvocationPolicy
 //     Never (the "add" existing-requests policy is not idempotent).
@@ -27,6 +29,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
+	claimv1alpha1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1alpha1"
 	"github.com/multinet/multinet/pkg/selection"
 	"github.com/multinet/multinet/pkg/webhook"
 )
@@ -37,6 +40,9 @@ const (
 	PodResourcesWebhook = "pod-resources.webhook.multinet.io"
 	PodNetworksWebhook  = "pod-networks.webhook.multinet.io"
 	NADConfigWebhook    = "nad-config.webhook.multinet.io"
+	// IPAMClaimStatusWebhook holds a node's multinetd to the IPAMClaims of
+	// its node's pods (webhook.ValidateIPAMClaimStatus).
+	IPAMClaimStatusWebhook = "ipamclaim-status.webhook.multinet.io"
 )
 
 // DefaultTimeoutSeconds is the timeoutSeconds of every webhook: the handlers
@@ -77,6 +83,10 @@ type Options struct {
 	// NoMatchConditions leaves matchConditions out, for API servers older
 	// than 1.28 (matchConditions beta); every pod then reaches the webhook.
 	NoMatchConditions bool
+	// NodeAgentUser is the user of multinetd's node credentials: only its
+	// IPAMClaim status writes go to IPAMClaimStatusWebhook. Empty means
+	// webhook.DefaultNodeAgentUser.
+	NodeAgentUser string
 }
 
 // Check returns an error naming the first bad option.
@@ -206,7 +216,9 @@ func asMutating(v admv1.ValidatingWebhook) (admv1.MutatingWebhook, error) {
 //   - Mutating o.MutatingName: PodResourcesWebhook, pods CREATE → webhook.MutatePodsPath;
 //   - Validating o.ValidatingName: PodNetworksWebhook, pods CREATE/UPDATE →
 //     webhook.ValidatePodsPath, and NADConfigWebhook,
-//     network-attachment-definitions CREATE/UPDATE → webhook.ValidateNADsPath.
+//     network-attachment-definitions CREATE/UPDATE → webhook.ValidateNADsPath,
+//     and IPAMClaimStatusWebhook, ipamclaims/status UPDATE by
+//     o.NodeAgentUser → webhook.ValidateIPAMClaimsPath.
 //
 // Errors: o fails Check.
 func Render(o Options, caBundle []byte) (*admv1.MutatingWebhookConfiguration, *admv1.ValidatingWebhookConfiguration, error) {
@@ -233,7 +245,26 @@ func Render(o Options, caBundle []byte) (*admv1.MutatingWebhookConfiguration, *a
 				c.rule("", "v1", "pods", admv1.Create, admv1.Update), c.podMatchConds),
 			c.webhook(NADConfigWebhook, o.clientConfig(webhook.ValidateNADsPath, caBundle),
 				c.rule(nadv1.GroupName, nadv1.Version, nadv1.NetworkAttachmentDefinitionResource, admv1.Create, admv1.Update), nil),
+			o.ipamClaimStatusWebhook(c, caBundle),
 		},
 	}
 	return mwc, vwc, nil
+}
+
+// ipamClaimStatusWebhook is IPAMClaimStatusWebhook: ipamclaims/status
+// UPDATE of every namespace, sent only when the requester is the node
+// agent (with NoMatchConditions every requester's; the handler allows the
+// others).
+func (o Options) ipamClaimStatusWebhook(c common, caBundle []byte) admv1.ValidatingWebhook {
+	user := o.NodeAgentUser
+	if user == "" {
+		user = webhook.DefaultNodeAgentUser
+	}
+	var conds []admv1.MatchCondition
+	if !o.NoMatchConditions {
+		conds = []admv1.MatchCondition{{Name: "node-agent", Expression: fmt.Sprintf("request.userInfo.username == %q", user)}}
+	}
+	c.nsSelector = &metav1.LabelSelector{}
+	return c.webhook(IPAMClaimStatusWebhook, o.clientConfig(webhook.ValidateIPAMClaimsPath, caBundle),
+		c.rule(claimv1alpha1.SchemeGroupVersion.Group, claimv1alpha1.SchemeGroupVersion.Version, "ipamclaims/status", admv1.Update), conds)
 }

@@ -24,7 +24,7 @@ func TestRenderService(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(mwc.Webhooks) != 1 || len(vwc.Webhooks) != 2 {
+	if len(mwc.Webhooks) != 1 || len(vwc.Webhooks) != 3 {
 		t.Fatalf("%d mutating, %d validating webhooks", len(mwc.Webhooks), len(vwc.Webhooks))
 	}
 	m := mwc.Webhooks[0]
@@ -53,7 +53,7 @@ func TestRenderService(t *testing.T) {
 	all := []common{
 		{m.Name, m.FailurePolicy, m.MatchPolicy, m.SideEffects, m.TimeoutSeconds, m.NamespaceSelector, m.ObjectSelector, m.AdmissionReviewVersions, m.MatchConditions, *m.ClientConfig.Service.Path, true},
 	}
-	for _, v := range vwc.Webhooks {
+	for _, v := range vwc.Webhooks[:2] {
 		all = append(all, common{v.Name, v.FailurePolicy, v.MatchPolicy, v.SideEffects, v.TimeoutSeconds, v.NamespaceSelector, v.ObjectSelector, v.AdmissionReviewVersions, v.MatchConditions, *v.ClientConfig.Service.Path, v.Name == PodNetworksWebhook})
 	}
 	wantPaths := map[string]string{PodResourcesWebhook: webhook.MutatePodsPath, PodNetworksWebhook: webhook.ValidatePodsPath, NADConfigWebhook: webhook.ValidateNADsPath}
@@ -79,6 +79,7 @@ func TestRenderService(t *testing.T) {
 			t.Errorf("%s: path %s", c.name, c.path)
 		}
 	}
+	checkIPAMClaimStatusWebhook(t, vwc.Webhooks[2], webhook.DefaultNodeAgentUser)
 	nadRule := vwc.Webhooks[1].Rules[0]
 	if nadRule.APIGroups[0] != "k8s.cni.cncf.io" || nadRule.Resources[0] != "network-attachment-definitions" ||
 		len(nadRule.Operations) != 2 || *nadRule.Scope != admv1.NamespacedScope {
@@ -214,5 +215,26 @@ func TestPatchCABundle(t *testing.T) {
 	gotV, _ = c.ValidatingWebhookConfigurations().Get(ctx, "multinet-webhook", metav1.GetOptions{})
 	if string(gotV.Webhooks[0].ClientConfig.CABundle) != "newer" {
 		t.Error("the existing configuration was not patched when the other is missing")
+	}
+}
+
+// checkIPAMClaimStatusWebhook: IPAMClaim status UPDATEs of every namespace
+// (no namespaceSelector expression: a node may not write a claim in
+// kube-system either), only the node agent's (matchConditions), fail
+// closed.
+func checkIPAMClaimStatusWebhook(t *testing.T, w admv1.ValidatingWebhook, user string) {
+	t.Helper()
+	if w.Name != IPAMClaimStatusWebhook || *w.ClientConfig.Service.Path != webhook.ValidateIPAMClaimsPath || *w.FailurePolicy != admv1.Fail {
+		t.Errorf("IPAMClaim status webhook %s path %s failurePolicy %s", w.Name, *w.ClientConfig.Service.Path, *w.FailurePolicy)
+	}
+	if w.NamespaceSelector == nil || len(w.NamespaceSelector.MatchExpressions)+len(w.NamespaceSelector.MatchLabels) != 0 {
+		t.Errorf("IPAMClaim status webhook: namespaceSelector %+v, want every namespace", w.NamespaceSelector)
+	}
+	if len(w.Rules) != 1 || w.Rules[0].APIGroups[0] != "k8s.cni.cncf.io" || w.Rules[0].Resources[0] != "ipamclaims/status" ||
+		len(w.Rules[0].Operations) != 1 || w.Rules[0].Operations[0] != admv1.Update {
+		t.Errorf("IPAMClaim status webhook rules %+v", w.Rules)
+	}
+	if len(w.MatchConditions) != 1 || w.MatchConditions[0].Expression != `request.userInfo.username == "`+user+`"` {
+		t.Errorf("IPAMClaim status webhook matchConditions %+v, want the node agent %s only", w.MatchConditions, user)
 	}
 }

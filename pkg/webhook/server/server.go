@@ -6,7 +6,7 @@
 // Prometheus metrics.
 //
 // Paths on the TLS port: webhook.MutatePodsPath, webhook.ValidatePodsPath,
-// webhook.ValidateNADsPath, /healthz, /readyz, /metrics. The same /healthz,
+// webhook.ValidateNADsPath, webhook.ValidateIPAMClaimsPath, /healthz, /readyz, /metrics. The same /healthz,
 // /readyz and /metrics are served over plain HTTP on Config.ProbeAddr when
 // set.
 package server
@@ -281,6 +281,8 @@ func (w *instance) handlerOptions(metrics *webhook.Metrics) webhook.Options {
 		hopts.Synced = func() bool { return w.nad.HasSynced() && w.ns.HasSynced() && w.dra.HasSynced() }
 	}
 	hopts.Metrics = metrics
+	// IPAMClaim status writes of multinetd: the pods of the writer's node.
+	hopts.PodsOnNode = webhook.ListPodsOnNode(w.kube.CoreV1())
 	return hopts
 }
 

@@ -177,10 +177,11 @@ func TestRunSelfManagedTLS(t *testing.T) {
 	waitFor(t, "the ValidatingWebhookConfiguration", errc, func() bool {
 		var err error
 		vwc, err = kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "multinet", metav1.GetOptions{})
-		return err == nil && len(vwc.Webhooks) == 2 && bytes.Equal(vwc.Webhooks[1].ClientConfig.CABundle, bundle)
+		return err == nil && len(vwc.Webhooks) == 3 && bytes.Equal(vwc.Webhooks[1].ClientConfig.CABundle, bundle)
 	})
-	if len(vwc.Webhooks) != 2 || *vwc.Webhooks[1].ClientConfig.URL != base+webhook.ValidateNADsPath ||
-		!bytes.Equal(vwc.Webhooks[1].ClientConfig.CABundle, bundle) {
+	if len(vwc.Webhooks) != 3 || *vwc.Webhooks[1].ClientConfig.URL != base+webhook.ValidateNADsPath ||
+		*vwc.Webhooks[2].ClientConfig.URL != base+webhook.ValidateIPAMClaimsPath ||
+		!bytes.Equal(vwc.Webhooks[1].ClientConfig.CABundle, bundle) || !bytes.Equal(vwc.Webhooks[2].ClientConfig.CABundle, bundle) {
 		t.Fatalf("validating configuration: %+v", vwc)
 	}
 	sec, err := kube.CoreV1().Secrets("multinet-system").Get(ctx, "multinet-webhook-certs", metav1.GetOptions{})
