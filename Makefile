@@ -67,7 +67,7 @@ test-multinode: ## the whole e2e suite on a 3-node cluster: its single-node test
 	NODES=3 E2E_NODE=$(or $(E2E_NODE),multinet-node2) hack/e2e.sh
 
 .PHONY: test-layouts
-test-layouts: ## the whole e2e suite on each node layout (issue 29): NODES=3 cluster-up (NODE_LAYOUTS "plain k3s nixos"), the single-node tests on each node in turn, the TestMultiNode* tests, cluster-down (hack/test-layouts.sh; about 3x test-multinode; docs/local-cluster.md "Node layouts")
+test-layouts: ## the whole e2e suite on each node layout (plain, k3s, NixOS): NODES=3 cluster-up (NODE_LAYOUTS "plain k3s nixos"), the single-node tests on each node in turn, the TestMultiNode* tests, cluster-down (hack/test-layouts.sh; about 3x test-multinode; docs/local-cluster.md "Node layouts")
 	hack/test-layouts.sh
 
 .PHONY: test-e2e-kindnet

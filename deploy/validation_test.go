@@ -10,7 +10,7 @@ import (
 	"github.com/multinet/multinet/pkg/webhook/registration"
 )
 
-// TestWebhooksValidateCreateAndUpdate (issue 18 item 4): as installed, the
+// TestWebhooksValidateCreateAndUpdate: as installed, the
 // API server sends the webhook every pod CREATE and UPDATE that carries a
 // selection annotation (the networks annotation or the default-network
 // override, so that a hot-plug change is validated too) and every

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench-status-modes.sh [BENCH FLAGS]: hack/bench.sh once per network-status
-# mode of the deployed multinetd (issue 14): asyncStatus false (as deployed),
+# mode of the deployed multinetd: asyncStatus false (as deployed),
 # then true, then the deployed configuration again. Switching is a redeploy:
 # the DaemonSet's config volume is pointed at a copy of its ConfigMap with
 # `asyncStatus: true` appended, the rollout awaited, and at the end (also on

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# chaos.sh [FLAGS]: the chaos suite (make chaos, make chaos-short; issue 10,
+# chaos.sh [FLAGS]: the chaos suite (make chaos, make chaos-short;
 # docs/chaos.md). Builds test/chaos (build tag chaos) and runs it with FLAGS
 # against the local cluster: rounds of scaling a three-network Deployment
 # 0→N→0 while multinetd is SIGKILLed, the kubelet restarted, the API server

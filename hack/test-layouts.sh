@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# test-layouts.sh: the whole e2e suite on each node layout (issue 29;
-# docs/local-cluster.md "Node layouts"): one 3-node cluster (NODES=3, its
+# test-layouts.sh: the whole e2e suite on each node layout
+# (docs/local-cluster.md "Node layouts"): one 3-node cluster (NODES=3, its
 # default NODE_LAYOUTS "plain k3s nixos"), the single-node tests once on
 # each node (E2E_NODE: the host, multinet-node2, multinet-node3), then the
 # TestMultiNode* tests once, then cluster-down (even on failure). After the

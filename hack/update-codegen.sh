@@ -47,8 +47,7 @@ client_apis=(k8s.cni.cncf.io/v1 k8s.cni.cncf.io/v1alpha1 ipam.multinet.io/v1alph
 # (kube_types; the core group is ""). client-go's own typed clients
 # register all of client-go's ~56 API groups in their scheme
 # (k8s.io/client-go/kubernetes/scheme), a third of multinetd's binary; this
-# clientset's scheme registers these groups only (issue 14: binary size,
-# RSS). No apply configurations: they would link the schema of every type.
+# clientset's scheme registers these groups only (binary size, RSS). No apply configurations: they would link the schema of every type.
 kube_inputs=(core/v1 resource/v1)
 kube_types=(/v1/Pod /v1/Event /v1/Namespace resource.k8s.io/v1/ResourceClaim resource.k8s.io/v1/ResourceSlice)
 

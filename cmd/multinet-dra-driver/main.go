@@ -5,7 +5,7 @@
 // The pool configuration has the device plugin's format
 // (docs/deviceplugin.md). It is a command of its own, apart from
 // multinet-deviceplugin, so that the device plugin does not carry the DRA
-// and client-go code (issue 14, docs/bench.md).
+// and client-go code (binary size, RSS).
 package main
 
 import (

@@ -248,7 +248,7 @@ func TestNoDaemon(t *testing.T) {
 // (containerd's cleanup after a failed ADD), so a DEL sent while nothing
 // listens is delivered when multinetd listens again, within the timeout.
 // ADD and CHECK wait too while nothing listens (a rolling upgrade of the
-// DaemonSet: issue 11), but fail at once when the answer of a delivered
+// DaemonSet), but fail at once when the answer of a delivered
 // request is lost (the kubelet retries ADD with a new sandbox).
 func TestDelWaitsForRestartingDaemon(t *testing.T) {
 	for _, cmd := range []string{"DEL", "GC", "ADD", "CHECK"} {

@@ -43,7 +43,7 @@ EXTRA_NODE_NETDEVS=${EXTRA_NODE_NETDEVS:-2 1}
 # has (hack/cluster-devices.sh DRA_NETDEV_COUNT).
 EXTRA_NODE_DRA_NETDEVS=2
 
-# Node layouts (issue 29; docs/local-cluster.md "Node layouts",
+# Node layouts (docs/local-cluster.md "Node layouts",
 # docs/decisions/cluster.md): how a node's runtime finds its CNI plugins.
 # NODE_LAYOUTS has one word per node, node 1 first; a node it does not
 # name is plain. Node 1, the host, is always plain. Default: "plain k3s

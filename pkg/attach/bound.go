@@ -14,7 +14,7 @@ import (
 )
 
 // A delegate that does not answer must cost the node neither its
-// concurrency nor more time than its deadline (issue 10 item 4): the
+// concurrency nor more time than its deadline : the
 // delegate's exec gives the request's concurrency slot back after
 // DelegateSlotTimeout and returns at the delegate's deadline even when the
 // plugin's process tree does not let go of its output, and the teardown of a

@@ -19,7 +19,7 @@ import (
 )
 
 // Multus's defaultNetworks and systemNamespaces (multinetd's keys of the
-// same names, issue 10 item 10): operatorNets are the engine's
+// same names): operatorNets are the engine's
 // DefaultNetworks of these tests, NADs of namespaces other than the pod's
 // (globalNS and otherNS), so that namespace isolation would refuse them
 // were the pod to select them.

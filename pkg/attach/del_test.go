@@ -250,7 +250,7 @@ func TestCheck(t *testing.T) {
 
 // CHECK skips the attachments whose cniVersion is below 0.4.0 (CHECK came
 // with CNI spec 0.4.0; libcni refuses it for them) and still checks the
-// others (issue 10 item 7).
+// others.
 func TestCheckSkipsDelegatesBelow040(t *testing.T) {
 	e := newEnv(t, nil)
 	for _, v := range []string{"0.3.1", "0.3.0"} {

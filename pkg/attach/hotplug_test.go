@@ -188,7 +188,7 @@ func (e *env) restart() *Engine {
 	return eng
 }
 
-// Issue 12: adding one and then two networks to a running pod attaches
+// Hot-plug: adding one and then two networks to a running pod attaches
 // exactly the added elements, on the requested interface or the first free
 // netN, with the requested IP and MAC; the interfaces the pod had keep
 // their names and addresses and see no delegate call; network-status lists
@@ -269,7 +269,7 @@ func TestHotPlugAddOneThenTwo(t *testing.T) {
 	}
 }
 
-// Issue 12: removing an element detaches exactly its attachment, whether
+// Hot-plug: removing an element detaches exactly its attachment, whether
 // its interface name was generated or requested; its address is released;
 // the remaining attachments keep their interface names (net2 stays net2
 // although the annotation would now name it net1) and see no delegate
@@ -324,7 +324,7 @@ func TestHotPlugRemove(t *testing.T) {
 	}
 }
 
-// Issue 12: a hot-plug attach that fails in its delegate (the bridge ran,
+// Hot-plug: a hot-plug attach that fails in its delegate (the bridge ran,
 // the next plugin failed) is rolled back: no interface, no address, no
 // record entry, network-status unchanged; a NetworkHotPlugFailed Warning
 // names the network; the pod's other attachments are untouched; the
@@ -383,7 +383,7 @@ func TestHotPlugFailedAttachRolledBack(t *testing.T) {
 	e.wantLeases("net-t", 1)
 }
 
-// Issue 12: multinetd dies after a hot-plug's delegates ran and before its
+// Hot-plug: multinetd dies after a hot-plug's delegates ran and before its
 // final save (the record on disk is its intent: the new attachment planned;
 // or, dead while detaching, the removed one marked detach). A new multinetd
 // (a new Engine over the same state) rolls the attach back, or finishes the
@@ -438,10 +438,10 @@ func TestHotPlugCrashThenConverge(t *testing.T) {
 	}
 }
 
-// Issue 12: an annotation that flips back and forth converges to its last
+// Hot-plug: an annotation that flips back and forth converges to its last
 // value: after each hot-plug the sandbox has exactly the attachments of
 // the annotation, with one address each, never a duplicate interface.
-// Issue 12: a crash after a hot-plug detached an attachment but before
+// Hot-plug: a crash after a hot-plug detached an attachment but before
 // it saved its result leaves the record's network-status listing the
 // detached attachment. When the next hot-plug attaches the same network on
 // the same interface again (the annotation flipped back), network-status
@@ -501,7 +501,7 @@ func TestHotPlugFlipFlop(t *testing.T) {
 	}
 }
 
-// Issue 12: the runtime's DEL after hot-plugs tears down everything the
+// Hot-plug: the runtime's DEL after hot-plugs tears down everything the
 // sandbox has, hot-plugged attachments included.
 func TestHotPlugThenRuntimeDel(t *testing.T) {
 	e := newEnv(t, nil)
@@ -519,7 +519,7 @@ func TestHotPlugThenRuntimeDel(t *testing.T) {
 	}
 }
 
-// Issue 12: hot-plug never touches the default network, the runtime's
+// Hot-plug: hot-plug never touches the default network, the runtime's
 // interface or multinetd's defaultNetworks: an element may not take eth0
 // or a defaultNetworks interface, removing every element leaves them, and
 // no delegate ever runs on them.
@@ -552,7 +552,7 @@ func TestHotPlugLeavesDefaultNetworks(t *testing.T) {
 	e.wantSandbox(id, pod, base...)
 }
 
-// Issue 12: what cannot be hot-plugged is refused, changes nothing, and is
+// Hot-plug: what cannot be hot-plugged is refused, changes nothing, and is
 // reported once per annotation value: a device network (resourceName), an
 // element with "default-route", a missing NAD (a Warning at each attempt:
 // it may be created), a namespace isolation violation; an annotation that

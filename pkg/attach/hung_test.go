@@ -22,7 +22,7 @@ import (
 	"github.com/multinet/multinet/pkg/state"
 )
 
-// Issue 10 item 4: hung delegates must not stall the node.
+// Hung delegates must not stall the node.
 
 // hangPlugin is a delegate (a shell script) that never answers ADD; its DEL
 // answers at once, or, with HANGDEL=yes, only once the file DIR/release

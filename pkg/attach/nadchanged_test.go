@@ -16,7 +16,7 @@ import (
 )
 
 // A NetworkAttachmentDefinition that changes after the pod was admitted
-// (issue 18 item 5) can still make its ADD fail: the selection was valid
+// can still make its ADD fail: the selection was valid
 // when the webhook checked it (podnetworks.Check against the NAD as it was),
 // and is not against the NAD as it is at ADD. The ADD fails before any
 // delegate runs with CNI error 7 and one NetworkAttachFailed Warning Event,

@@ -16,7 +16,7 @@ import (
 	"github.com/multinet/multinet/pkg/state"
 )
 
-// Issue 29: a NAD whose plugin is a link that climbs above the node's "/"
+// Node layouts: a NAD whose plugin is a link that climbs above the node's "/"
 // or loops fails the ADD with an error naming the link, before any delegate
 // runs, and the pod stays deletable: its DEL runs nothing and succeeds.
 func TestAddRefusesEscapingPluginLinksAndDelStillWorks(t *testing.T) {

@@ -17,8 +17,8 @@ import (
 // An ADD that fails before any delegate ran (a NAD naming a plugin binary
 // that does not exist, a NAD not found) attempted no attachment, so its DEL
 // runs no delegate and succeeds, whatever became of the NAD or the API
-// server since (§7.2: only attachments "that were attempted" are torn down;
-// issue 10 item 12). Before, DEL rebuilt the pod's current selection and ran
+// server since (§7.2: only attachments "that were attempted" are torn down).
+// Before, DEL rebuilt the pod's current selection and ran
 // the DEL of the missing plugin, which failed forever: the pod stayed
 // Terminating.
 func TestDelAfterAddThatRanNoDelegate(t *testing.T) {

@@ -20,7 +20,7 @@
 //     ResourceClaims, ResourceSlices), generated from k8s.io/api with a
 //     scheme of those two groups only, and fakes. client-go's own typed
 //     clients register all of its API groups (k8s.io/client-go/kubernetes/
-//     scheme), a third of multinetd's binary (issue 14). The list of kinds
+//     scheme), a third of multinetd's binary. The list of kinds
 //     is kube_types in hack/update-codegen.sh.
 //
 // multinetd takes the typed group clients (clientset/.../typed/<group>/

@@ -57,7 +57,7 @@ func newClientFixture(t *testing.T, ns, node string) clientFixture {
 	return clientFixture{ns: ns, ctx: ctx, admin: admin, pod: pod, rc: rc}
 }
 
-// Events have a rate limiter of their own (issue 14): with multinetd's
+// Events have a rate limiter of their own: with multinetd's
 // clients (newAPIClients, as multinetd's ServiceAccount) limited to a burst
 // of 5 requests and then one per 1000 s, a burst of 8 Events on a pod uses
 // up the Events' budget (5 land, 3 wait), and the pod's network-status

@@ -8,8 +8,7 @@ import (
 	"time"
 )
 
-// The keys that keep hung delegates from stalling the node (issue 10 item
-// 4): defaults, read from the file, and checked by Complete.
+// The keys that keep hung delegates from stalling the node: defaults, read from the file, and checked by Complete.
 func TestConfigHungDelegateKeys(t *testing.T) {
 	d := Defaults()
 	if d.ReservedInFlight != 4 || d.DelegateSlotTimeout.Duration != 10*time.Second || d.TeardownGrace.Duration != 5*time.Second {

@@ -54,7 +54,7 @@ func TestLoadConfig(t *testing.T) {
 			},
 		},
 		{
-			// Multus's defaultNetworks and systemNamespaces (issue 10 item 10).
+			// Multus's defaultNetworks and systemNamespaces.
 			name: "defaultNetworks and systemNamespaces", file: "c.yaml",
 			content: "defaultNetworks: [kube-system/sidecar, team-a/mon]\nsystemNamespaces: [kube-system, multinet-system]\n",
 			check: func(t *testing.T, c Config) {
@@ -84,7 +84,7 @@ func TestLoadConfig(t *testing.T) {
 			},
 		},
 		{
-			// issue 14: the network-status write, synchronous unless asked.
+			// The network-status write, synchronous unless asked.
 			name: "asyncStatus", file: "c.yaml", content: "asyncStatus: true\n",
 			check: func(t *testing.T, c Config) {
 				if !c.AsyncStatus || Defaults().AsyncStatus {

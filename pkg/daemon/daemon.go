@@ -558,8 +558,8 @@ func (d *daemon) confWriterComponent() lifecycle.Component {
 // uses (pkg/client/clientset/kubernetes: pods, Events, ResourceClaims,
 // ResourceSlices; pkg/client's NADs), from which its informers are made.
 // client-go's clientsets, their scheme and discovery, and the generated
-// informer factories would link every API group into multinetd (issue 14:
-// binary size, RSS; internal/depgraph). multinet-ipam makes its own
+// informer factories would link every API group into multinetd (binary
+// size, RSS; internal/depgraph). multinet-ipam makes its own
 // (pkg/ipamd).
 //
 // Each client has its own rate limiter of the configuration's QPS and
@@ -650,7 +650,7 @@ func newNADInformer(client nadclient.NetworkAttachmentDefinitionsGetter) (cache.
 // confDirs returns the ConfDir of cniConfDir (NADs without spec.config)
 // and that of the default network's confDir, the same one when they are one
 // directory. Both are the node's, read through nodeRoot with their symlinks
-// resolved as the node resolves them (issue 29): a conf dir, config file or
+// resolved as the node resolves them: a conf dir, config file or
 // sub-directory linked to an absolute path of the node is found there, not
 // in the daemon's own file system.
 func confDirs(cfg Config) (onDisk, defaultDir *netconf.ConfDir) {

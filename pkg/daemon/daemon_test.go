@@ -98,7 +98,7 @@ func TestUniqueDirs(t *testing.T) {
 	}
 }
 
-// Issue 29: with the daemon in a container (nodeRoot /host), the runtime's
+// Node layouts: with the daemon in a container (nodeRoot /host), the runtime's
 // conf dir, its files and the auxiliary chain's sub-directory are read
 // through the node's root with their absolute symlinks resolved there, as
 // on a k3s node whose /etc/cni/net.d links into /var/lib/rancher.

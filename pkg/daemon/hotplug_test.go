@@ -87,7 +87,7 @@ func startLoop(t *testing.T, h *hotPlugger) {
 	t.Cleanup(func() { cancel(); <-done })
 }
 
-// Issue 12: an annotation that changes several times while a hot-plug of
+// Hot-plug: an annotation that changes several times while a hot-plug of
 // the pod runs is converged once more, to its last value (the worker reads
 // the pod from the cache, the queue holds the pod once), not to each value
 // in turn.

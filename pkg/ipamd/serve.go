@@ -98,7 +98,7 @@ func Start(ctx context.Context, opts Options) (*Service, error) {
 		return nil, fmt.Errorf("multinet-ipam: %w", err)
 	}
 	// The typed clients of the groups used, not the generated clientset,
-	// whose discovery client links every Kubernetes API group (issue 14).
+	// whose discovery client links every Kubernetes API group (binary size).
 	alloc := allocationConfig(opts.Config)
 	ipc, err := ipamclient.NewForConfig(alloc)
 	if err != nil {

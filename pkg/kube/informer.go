@@ -42,7 +42,7 @@ type InformerOptions struct {
 // NewInformer returns an informer (not started) of what lw lists
 // and watches, holding objects of example's type: the typed client of one
 // resource alone, without a generated informer factory, which takes a
-// whole clientset and so links every group of it (issue 14: binary size).
+// whole clientset and so links every group of it (binary size).
 // Errors: the transform or the indexers cannot be set.
 func NewInformer[L runtime.Object](lw ListerWatcher[L], example runtime.Object, opts InformerOptions) (cache.SharedIndexInformer, error) {
 	selector := opts.FieldSelector
@@ -71,7 +71,7 @@ func NewInformer[L runtime.Object](lw ListerWatcher[L], example runtime.Object, 
 
 // DropManagedFields is an informer transform (cache.TransformFunc) that
 // drops an object's managedFields, which no multinet component reads: the
-// cached objects' memory (issue 14). Objects without metadata (a
+// cached objects' memory. Objects without metadata (a
 // tombstone) pass unchanged.
 func DropManagedFields(obj any) (any, error) {
 	if m, err := meta.Accessor(obj); err == nil {

@@ -67,7 +67,7 @@ func NewPodCache(client corev1client.PodsGetter, opts PodCacheOptions) (*PodCach
 }
 
 // TrimPod is the pod informer's transform: it replaces a pod by a copy of
-// what multinetd reads (issue 14: the cache's memory), dropping the rest
+// what multinetd reads (the cache's memory), dropping the rest
 // (managedFields, the kubectl last-applied-configuration annotation, most of
 // spec and status):
 //

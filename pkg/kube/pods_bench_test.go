@@ -62,7 +62,7 @@ func benchPod(i int) *corev1.Pod {
 // BenchmarkPodCacheBytesPerPod reports the heap multinetd's pod cache holds
 // per cached pod (bytes/pod: the live heap after the informer synced N
 // pods, minus the live heap before, divided by N; the fake clientset's own
-// copies are counted out by measuring after it was filled). Issue 14: the
+// copies are counted out by measuring after it was filled): the
 // daemon's memory. Run: go test -run '^$' -bench PodCacheBytesPerPod ./pkg/kube/
 func BenchmarkPodCacheBytesPerPod(b *testing.B) {
 	const n = 1000

@@ -68,7 +68,7 @@ func fakePods(cs *fake.Clientset) interface {
 // network selection and network-status annotations, the mirror pod's UID,
 // hostNetwork, phase, deletion, resource claims and the extended-resource
 // claim (KEP-5004), the containers' device
-// requests) and drops the rest (issue 14: BenchmarkPodCacheBytesPerPod).
+// requests) and drops the rest (BenchmarkPodCacheBytesPerPod).
 func TestTrimPodKeepsWhatMultinetdReads(t *testing.T) {
 	claim := "web-claim-x7"
 	full := benchPod(1)

@@ -30,7 +30,7 @@ func symlinks(t *testing.T, root string, links map[string]string) {
 // absolute link (k3s keeps it under /var/lib/rancher/k3s/agent), holding
 // config files, a sub-directory chain and an auxiliary chain that are
 // absolute links to elsewhere in the node's root, and links that climb
-// above the node's "/" or loop (issue 29). A config lies where a clamped
+// above the node's "/" or loop. A config lies where a clamped
 // ".." would land: it must not be found.
 func linkedConfRoot(t *testing.T) string {
 	t.Helper()

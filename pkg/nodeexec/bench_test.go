@@ -12,8 +12,8 @@ import (
 )
 
 // BenchmarkExecPlugin compares one plugin run (the probe, a static Go CNI
-// plugin) through libcni's RawExec, as the daemon ran delegates before
-// issue 17, with the node-view executor: no chroot, chroot, chroot and a
+// plugin) through libcni's RawExec, as the daemon ran delegates in its
+// own container, with the node-view executor: no chroot, chroot, chroot and a
 // cgroup move. Run as root: go test -run '^$' -bench ExecPlugin ./pkg/nodeexec
 func BenchmarkExecPlugin(b *testing.B) {
 	if os.Geteuid() != 0 {

@@ -3,7 +3,7 @@
 // node cgroup, even when multinetd itself runs in a container.
 //
 // A delegate must see what it sees when the runtime executes it directly
-// (issue 17, docs/decisions/deploy.md "How delegates run"): the node's
+// (docs/decisions/deploy.md "How delegates run"): the node's
 // binaries (iptables, nft), C library, sockets and state directories
 // (host-local's /var/lib/cni/networks, kind's /run/cni-ipam-state, flannel's
 // /run/flannel/subnet.env). Exec does this with a chroot into Root, the

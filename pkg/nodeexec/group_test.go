@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// Every delegate call is bounded (issue 10 item 4; docs/decisions/nodeexec.md
+// Every delegate call is bounded (docs/decisions/nodeexec.md
 // "A delegate's process group"): a process the delegate forked that holds
 // its stdout does not keep the call open, and dies with the delegate's
 // process group, whether the call's context ended or the delegate exited. A

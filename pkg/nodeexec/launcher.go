@@ -30,7 +30,7 @@ const LauncherBinary = "multinet-delegate-launcher"
 // binary self: LauncherBinary in self's directory when it is an executable
 // regular file there (the images and hack/ builds put it there), else self,
 // which serves as the launcher through MaybeServeLauncher. The small binary
-// keeps the long-lived launcher's memory to its own (issue 14).
+// keeps the long-lived launcher's memory to its own.
 func LauncherCommand(self string) string {
 	p := filepath.Join(filepath.Dir(self), LauncherBinary)
 	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {

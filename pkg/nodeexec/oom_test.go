@@ -65,8 +65,8 @@ func memoryLimit(t *testing.T, path string, bytes int64) {
 
 // TestDaemonMemoryLimitDoesNotKillDelegates: a "daemon" in a cgroup limited
 // to 64 MiB runs a delegate that needs 160 MiB. Placed in the node's root
-// cgroup, the delegate succeeds; left in the daemon's cgroup (the behaviour
-// before issue 17, delegateCgroup none), the limit kills it.
+// cgroup, the delegate succeeds; left in the daemon's cgroup (delegateCgroup
+// none), the limit kills it.
 func TestDaemonMemoryLimitDoesNotKillDelegates(t *testing.T) {
 	requireRoot(t)
 	if _, err := os.Stat("/sys/fs/cgroup/memory/memory.limit_in_bytes"); err != nil {

@@ -38,7 +38,7 @@ func tree(t testing.TB, root string, layout map[string]string) {
 	}
 }
 
-// The node's layouts of issue 29: k3s (an absolute link in the bin dir's
+// The node layouts: k3s (an absolute link in the bin dir's
 // path, relative links to one multi-call binary), NixOS (absolute links into
 // the store), and links that are errors.
 func TestResolve(t *testing.T) {
@@ -217,7 +217,7 @@ func nodeLayouts(t *testing.T) string {
 	return root
 }
 
-// Issue 29: plugins are found through symlinks resolved in the node's root
+// Node layouts: plugins are found through symlinks resolved in the node's root
 // and run by the link's path, so that a multi-call binary sees the plugin's
 // name as argv[0]. Before, FindInPath stat'ed root+path in the daemon's view,
 // where the absolute links (k3s's current, NixOS's store links) point

@@ -23,7 +23,7 @@ func parse(t *testing.T, networks string) []selection.Element {
 	return els
 }
 
-// Issue 12: hot-plug diffs two selections by element: both annotation
+// Hot-plug diffs two selections by element: both annotation
 // forms give the same elements; an element whose keys changed is removed
 // and added; of equal elements the first ones stay.
 func TestDiffElements(t *testing.T) {
@@ -76,7 +76,7 @@ func TestDiffElementsRecorded(t *testing.T) {
 	}
 }
 
-// Issue 12: what cannot be hot-plugged into a pod that exists: an added
+// What cannot be hot-plugged into a pod that exists: an added
 // element whose NAD names a device resource, an added, removed or changed
 // element with "default-route". A device network the pod already has, and
 // plain networks, can stay, come and go.

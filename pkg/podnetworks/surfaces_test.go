@@ -125,19 +125,20 @@ type surfaceCase struct {
 	daemon []string
 }
 
-// surfaceCases covers every pod case of pkg/lint's tests, the three cases
-// of issue 18 (mac and ips without the capability, nocap@eth0), and every
+// surfaceCases covers every pod case of pkg/lint's tests, the three
+// capability and interface cases (mac and ips without the capability,
+// nocap@eth0), and every
 // admission-knowable case it lists.
 var surfaceCases = []surfaceCase{
 	{name: "comma form, generated names", networks: "nocap,caps,shared/net"},
 	{name: "capabilities declared", networks: `[{"name":"caps","ips":["10.1.1.5/24"],"mac":"02-00-00-00-00-01"}]`},
 	{name: "an empty annotation selects nothing", networks: ""},
 	{name: "the same network twice, requested names kept", networks: `[{"name":"nocap"},{"name":"nocap","interface":"net1"},{"name":"nocap"}]`},
-	{name: "issue 18: mac on a NAD no plugin of which declares mac", networks: `[{"name":"nocap"},{"name":"nocap","mac":"02:00:00:00:00:01"}]`,
+	{name: "capabilities: mac on a NAD no plugin of which declares mac", networks: `[{"name":"nocap"},{"name":"nocap","mac":"02:00:00:00:00:01"}]`,
 		want: []string{nets + `networks[1] "nocap": field "mac": needs runtimeConfig "mac", but no plugin of CNI config "nocap" declares "capabilities": {"mac": true} (spec §4.1.2.1.4.2)`}},
-	{name: "issue 18: ips on Multus's default-route NAD", networks: `[{"name":"macvlan1","ips":["10.1.1.21/24"],"default-route":["10.1.1.254"]}]`,
+	{name: "capabilities: ips on Multus's default-route NAD", networks: `[{"name":"macvlan1","ips":["10.1.1.21/24"],"default-route":["10.1.1.254"]}]`,
 		want: []string{nets + `networks[0] "macvlan1": field "ips": needs runtimeConfig "ips", but no plugin of CNI config "macvlan1-config" declares "capabilities": {"ips": true} (spec §4.1.2.1.3.2)`}},
-	{name: "issue 18: nocap@eth0, the default network's interface", networks: "nocap@eth0",
+	{name: "interface: nocap@eth0, the default network's interface", networks: "nocap@eth0",
 		want: []string{nets + `networks[0] "nocap": field "interface": "eth0" is used by the default network (spec §4.1.2.1.5)`}},
 	{name: "eth0 does not hide another element's missing capability", networks: `[{"name":"nocap","interface":"eth0"},{"name":"nocap","mac":"02:00:00:00:00:01"}]`,
 		want: []string{

@@ -12,7 +12,7 @@ import (
 )
 
 // The pod handlers deny what a pod's author may not put in the networks
-// annotation (issue 30 bullet 5), mutating and validating alike, at CREATE
+// annotation, mutating and validating alike, at CREATE
 // and at the hot-plug UPDATE: more elements than MaxSelectionElements,
 // cni-args to a NAD that does not opt in, portMappings in a namespace
 // whose Pod Security level is baseline. The same pods pass where allowed.

@@ -131,7 +131,7 @@ func TestValidatePodsUpdate(t *testing.T) {
 		new:    nil,
 		result: ResultAllowed,
 	}, {
-		name:   "added device network, even within the pod's devices: not hot-pluggable (issue 12)",
+		name:   "added device network, even within the pod's devices: not hot-pluggable",
 		old:    networks("plain"),
 		new:    networks("plain,net-a"),
 		cs:     oneA,
@@ -144,13 +144,13 @@ func TestValidatePodsUpdate(t *testing.T) {
 		cs:     oneA,
 		result: ResultAllowed,
 	}, {
-		name:   "added default-route element (issue 12)",
+		name:   "added default-route element: not hot-pluggable",
 		old:    networks("plain"),
 		new:    networks(`[{"name":"plain"},{"name":"plain","interface":"gw0","default-route":[]}]`),
 		result: ResultDenied,
 		msg:    `networks[1] "plain": field "default-route": cannot be hot-plugged into a pod that exists`,
 	}, {
-		name:   "removed default-route element (issue 12)",
+		name:   "removed default-route element: not hot-pluggable",
 		old:    networks(`[{"name":"plain","default-route":[]}]`),
 		new:    networks("plain"),
 		result: ResultDenied,

@@ -1,6 +1,6 @@
 //go:build chaos
 
-// Command chaos is the chaos suite (issue 10, `make chaos`, `make
+// Command chaos is the chaos suite (`make chaos`, `make
 // chaos-short`): on the real local cluster (make cluster-up), rounds of
 // scaling a Deployment whose pods select three networks 0→N→0, while
 // multinetd is SIGKILLed at random moments, the kubelet is restarted, the API

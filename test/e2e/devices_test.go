@@ -23,7 +23,7 @@ import (
 	"github.com/multinet/multinet/pkg/devinfo"
 )
 
-// The flow of the device half (issue 5) on the real cluster: the webhook
+// The flow of the device plugin half on the real cluster: the webhook
 // injects <resource>: N, the scheduler places the pod only where N devices
 // are free, kubelet asks multinet-deviceplugin to Allocate, multinetd finds
 // the devices through PodResources, hands them to the delegates (deviceID,

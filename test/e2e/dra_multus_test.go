@@ -24,7 +24,7 @@ import (
 	"github.com/multinet/multinet/pkg/dra"
 )
 
-// Issue 29, bullet 4: Multus's DRA flow on multinet. Multus's how-to
+// Multus's DRA flow on multinet. Multus's how-to
 // (multus-cni docs/how-to-use.md, "Run pod with network annotation and
 // Dynamic Resource Allocation driver") adapted to multinet's driver: a
 // DeviceClass selecting the driver, a ResourceClaimTemplate, a NAD carrying

@@ -26,7 +26,7 @@ import (
 	"github.com/multinet/multinet/pkg/status"
 )
 
-// The DRA half of issue 13 on the real cluster: multinet-dra-driver
+// The DRA half on the real cluster: multinet-dra-driver
 // (DaemonSet multinet-dra-driver) publishes the veths mnr0, mnr1
 // of hack/cluster-devices.sh as devices of multinet.io/netdev-dra; a NAD
 // naming a ResourceClaimTemplate makes the webhook add the pod's claim; the
@@ -278,7 +278,7 @@ func waitDevicesHome(t *testing.T, macs map[string]string) {
 	}
 }
 
-// TestDRANetdevPod (issue 13, first test): the webhook adds the pod's claim
+// TestDRANetdevPod: the webhook adds the pod's claim
 // from the NAD's template, no extended resource; the device is allocated,
 // moved into the pod by multinet-netdev, network-status carries it as a
 // device-plugin device's (MAC of the device; no device-info file for a
@@ -341,7 +341,7 @@ func TestDRANetdevPod(t *testing.T) {
 	assertNoRecords(t, ns)
 }
 
-// TestDRAPendingUntilFree (issue 13, second test): with both DRA devices
+// TestDRAPendingUntilFree: with both DRA devices
 // held, a third pod stays Pending (FailedScheduling: no device to allocate);
 // deleting a holder frees its device, and the waiting pod runs with it.
 func TestDRAPendingUntilFree(t *testing.T) {
@@ -378,7 +378,7 @@ func TestDRAPendingUntilFree(t *testing.T) {
 	assertNoRecords(t, ns)
 }
 
-// TestDRADelegateFailure (issue 13, third test): the delegate of a DRA
+// TestDRADelegateFailure: the delegate of a DRA
 // attachment fails (multinet-netdev moved the device, then its IPAM has no
 // address left): the pod does not start (fail closed), the claim says
 // Ready=False with the reason, the device is back in the host, and
@@ -418,7 +418,7 @@ func TestDRADelegateFailure(t *testing.T) {
 	}
 }
 
-// TestDRAWithDevicePlugin (issue 13, fourth test): one pod with a
+// TestDRAWithDevicePlugin: one pod with a
 // device-plugin netdev network and a DRA netdev network: the webhook adds
 // the extended resource for one and the claim for the other; both devices
 // are moved into the pod; both paths report as usual.
@@ -455,7 +455,7 @@ func TestDRAWithDevicePlugin(t *testing.T) {
 	waitAllocatable(t, netdev, int64(len(devs)), 30*time.Second)
 }
 
-// TestDRARestarts (issue 13, fifth test): the driver restarted publishes
+// TestDRARestarts: the driver restarted publishes
 // its slice again, the running pod's device (out of the host) still healthy
 // (the new process reads its predecessor's slice); a slice deleted under
 // the driver comes back; after a kubelet restart the driver is registered

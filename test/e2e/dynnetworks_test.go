@@ -20,7 +20,7 @@ import (
 	"github.com/multinet/multinet/pkg/status"
 )
 
-// Issue 29 bullets 5 and 6: the hot-plug scenarios of
+// The hot-plug scenarios of
 // multus-dynamic-networks-controller's e2e suite, ported from
 // github.com/k8snetworkplumbingwg/multus-dynamic-networks-controller
 // e2e/e2e_test.go (commit 7b7d8941, Describe "Multus dynamic networks

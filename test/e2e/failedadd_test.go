@@ -19,8 +19,8 @@ const missingPlugin = "mne-no-such-plugin"
 // Event names the plugin); deleting it completes, without FailedKillPod and
 // without a record left, whether the NAD is left broken, fixed (updated to
 // a working config, so that the pod then starts) or deleted in between
-// (§7.2: only the attachments "that were attempted" are torn down; issue 10
-// item 12). Before, DEL fell back to the API and ran the missing plugin's
+// (§7.2: only the attachments "that were attempted" are torn down).
+// Before, DEL fell back to the API and ran the missing plugin's
 // DEL, which failed on every retry: kubelet could never stop the sandbox
 // (KillPodSandboxError), its record stayed, and with the NAD fixed the pod
 // never started (all three cases fail that way with the earlier daemon).

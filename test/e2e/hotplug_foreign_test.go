@@ -17,7 +17,7 @@ import (
 	"github.com/multinet/multinet/pkg/selection"
 )
 
-// Issues 12 and 18 on configurations multinet did not write: the NADs
+// Hot-plug and validation on configurations multinet did not write: the NADs
 // below are the ones peer projects use in their own docs and e2e suites,
 // changed only where this machine requires it (each change is named where
 // it is made).

@@ -28,7 +28,7 @@ import (
 	"github.com/multinet/multinet/pkg/status"
 )
 
-// Issue 12: hot-plug. Changing the k8s.v1.cni.cncf.io/networks annotation
+// Hot-plug. Changing the k8s.v1.cni.cncf.io/networks annotation
 // of a running pod makes multinetd attach exactly the added network
 // selection elements and detach exactly the removed ones, in the running
 // pod (docs/hotplug.md).

@@ -23,7 +23,7 @@ import (
 	"github.com/multinet/multinet/pkg/daemon"
 )
 
-// Issue 10 item 4: hung delegates must not stall the node.
+// Hung delegates must not stall the node.
 
 // hungPods is how many pods select the hanging network: more than
 // multinetd's ADD slots (maxInFlight as deployed: its default for the

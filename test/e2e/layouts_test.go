@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// The node layouts of the local cluster (issue 29 bullet 3; hack/lib/nodes.sh
+// The node layouts of the local cluster (hack/lib/nodes.sh
 // NODE_LAYOUTS, docs/local-cluster.md "Node layouts"): on the 3-node cluster
 // node 1 is plain, node 2 has k3s's layout and node 3 NixOS's.
 
@@ -161,7 +161,7 @@ func allocated(n clusterNode, network string, ip netip.Addr) bool {
 	return err == nil
 }
 
-// TestMultiNodeLayouts (issue 29, bullet 3): on each node of the 3-node
+// TestMultiNodeLayouts: on each node of the 3-node
 // cluster, plain, k3s and NixOS layouts (checkLayout), a pod with a
 // macvlan + host-local + tuning attachment runs with it in network-status
 // and host-local's allocation on the node, and its delete completes with
@@ -172,7 +172,8 @@ func allocated(n clusterNode, network string, ip netip.Addr) bool {
 // one) and the old dir is moved away, as k3s's upgrade leaves it; the
 // pod's DEL and a new pod's ADD and DEL must still work (multus-cni#927:
 // a meta-plugin that keeps the path it resolved before the upgrade fails
-// them). Before issue 29's bullet 1 no pod on the k3s and NixOS nodes got
+// them). Before delegates were resolved in the node's root, no pod on the
+// k3s and NixOS nodes got
 // its network: multinetd looked the plugins up through the links from its
 // own container, where their absolute targets do not exist.
 func TestMultiNodeLayouts(t *testing.T) {

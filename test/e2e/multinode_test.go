@@ -2,7 +2,7 @@
 
 package e2e
 
-// The multi-node tests (issue 11): they need a cluster of several nodes
+// The multi-node tests: they need a cluster of several nodes
 // (make test-multinode: NODES=3 make cluster-up; hack/lib/nodes.sh) and skip,
 // saying so, on the single-node cluster of make test-e2e.
 

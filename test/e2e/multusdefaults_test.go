@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// TestMultusDefaultNetworks (issue 10 item 10): multinetd's defaultNetworks
+// TestMultusDefaultNetworks: multinetd's defaultNetworks
 // and systemNamespaces, Multus's keys. The deployed multinetd's ConfigMap is
 // patched (defaultNetworks: a NAD of a namespace of its own;
 // systemNamespaces: the shipped ones plus a fresh namespace) and multinetd

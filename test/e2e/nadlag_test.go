@@ -17,7 +17,7 @@ import (
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
 )
 
-// TestNADAppliedWithPodAfterRestart (issue 10 item 3): multinetd is
+// TestNADAppliedWithPodAfterRestart: multinetd is
 // restarted and, before the new daemon is Ready (its informers may not
 // have synced; the CNI config file stayed in place, so the runtime calls
 // it at once), a NAD and a pod selecting it are applied in one

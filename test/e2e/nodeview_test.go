@@ -20,7 +20,7 @@ import (
 	"github.com/multinet/multinet/pkg/status"
 )
 
-// Issue 17: delegates see the node, not multinetd's container.
+// Delegates see the node, not multinetd's container.
 
 // nodeViewPlugin is a delegate written as the node's users write scripts: a
 // dynamically linked /bin/sh running the node's jq and iptables. It appends

@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// TestPlatformVersions: the cluster under test is the one the scripts say
-// (issue 19): the API server and the kubelet at K8S_VERSION (v1.37.2 by
+// TestPlatformVersions: the cluster under test is the one the scripts say:
+// the API server and the kubelet at K8S_VERSION (v1.37.2 by
 // default, v1.35.4 in make test-k8s-versions), containerd at
 // CONTAINERD_VERSION (2.x) with the runc built beside it, kube-proxy and
 // kubectl from the same Kubernetes build.

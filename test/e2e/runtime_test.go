@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// Issue 19: what containerd 2.x changes for CNI. containerd 2.x asks the
+// What containerd 2.x changes for CNI. containerd 2.x asks the
 // network plugin for STATUS (CNI spec 1.1) on every CRI Status call when the
 // conflist it loaded is 1.1.0 or newer, and reports the answer as the
 // runtime's NetworkReady condition, which the kubelet turns into the node's

@@ -20,7 +20,7 @@ import (
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
 )
 
-// Issue 19: the local cluster is a complete cluster, with kube-proxy and
+// The local cluster is a complete cluster, with kube-proxy and
 // cluster DNS, and multinet's components reach the API server the way they
 // do on any cluster.
 

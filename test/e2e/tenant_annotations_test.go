@@ -16,7 +16,7 @@ import (
 	"github.com/multinet/multinet/pkg/podnetworks"
 )
 
-// TestTenantAnnotationLimits (issue 30 bullets 5, 8): what a pod's author
+// TestTenantAnnotationLimits: what a pod's author
 // may put in its network selection annotation. From a tenant's namespace,
 // a pod with 1,000 network selection elements, a pod handing a tuning
 // sysctl in cni-args to a NAD that does not opt in

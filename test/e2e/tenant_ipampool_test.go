@@ -75,7 +75,7 @@ func assertRefusedADD(t *testing.T, ns, name string, parts ...string) {
 	}
 }
 
-// TestTenantIPAMPool (issue 30, bullets 6 and 8: another tenant's pool):
+// TestTenantIPAMPool (another tenant's pool):
 // a pool named by tenant A's NAD is A's; tenant B's NAD naming it
 // ("A/blue") fails the ADD of B's pod, with a Warning Event naming the
 // pool, its owner and B, and A's allocations stay exactly as they were

@@ -92,7 +92,7 @@ func nodeLinks(t *testing.T) []string {
 	return names
 }
 
-// TestTenantNADTrustRefusedAtAdmission (issue 30 bullets 1, 8): from a
+// TestTenantNADTrustRefusedAtAdmission: from a
 // tenant namespace, a NAD that moves the node's uplink into a pod
 // (host-device "device"), keeps host-local's leases in /etc ("dataDir"),
 // hands a plugin a literal runtimeConfig (a device-info file path outside
@@ -161,7 +161,7 @@ func TestTenantNADTrustRefusedAtAdmission(t *testing.T) {
 	}
 }
 
-// TestTenantNADTrustRefusedAtADD (issue 30 bullets 1, 8): a NAD stored
+// TestTenantNADTrustRefusedAtADD: a NAD stored
 // before the policy applied to it (created while the namespace was
 // trusted; the admin then removed the trust label) fails the ADD of a pod
 // admitted meanwhile: multinetd posts a NetworkAttachFailed Warning whose

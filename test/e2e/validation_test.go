@@ -24,7 +24,7 @@ import (
 	"github.com/multinet/multinet/pkg/selection"
 )
 
-// Issue 18: one validation of a pod's networks. Everything that can be
+// One validation of a pod's networks. Everything that can be
 // known without the node is refused at admission with the message
 // multinetd's ADD error and Event would carry: podnetworks.Check's, which
 // these tests compute themselves against the cluster's NADs and the
@@ -223,7 +223,7 @@ type admissionCase struct {
 	parts []string
 }
 
-// TestAdmissionRefusesInvalidSelections (issue 18 item 2): `kubectl apply`
+// TestAdmissionRefusesInvalidSelections: `kubectl apply`
 // of a pod whose network selection is invalid for a reason known without
 // the node is refused by the deployed webhook, and kubectl's stderr carries
 // exactly podnetworks.Check's message for it, the message multinetd's ADD
@@ -320,7 +320,7 @@ func TestAdmissionRefusesInvalidSelections(t *testing.T) {
 	}
 }
 
-// TestAdmissionRefusesInvalidSelectionUpdate (issue 18 item 4): on a
+// TestAdmissionRefusesInvalidSelectionUpdate: on a
 // running pod, changing k8s.v1.cni.cncf.io/networks (kubectl annotate
 // --overwrite, kubectl patch) or adding the default-network override to
 // something invalid is refused by the validating webhook with podnetworks'
@@ -405,7 +405,7 @@ func TestAdmissionRefusesInvalidSelectionUpdate(t *testing.T) {
 	assertNoRecords(t, ns)
 }
 
-// TestAdmissionRefusesInvalidNADs (issue 18 item 4): `kubectl apply` of a
+// TestAdmissionRefusesInvalidNADs: `kubectl apply` of a
 // NetworkAttachmentDefinition whose config does not parse, names an
 // unsupported cniVersion, or whose resourceName is malformed is refused by
 // the NAD webhook with podnetworks.CheckNAD's errors (kubectl multinet
@@ -453,9 +453,9 @@ func TestAdmissionRefusesInvalidNADs(t *testing.T) {
 	}
 }
 
-// TestDaemonRefusesWithTheSameMessage (issue 18 items 2, 3): multinetd,
+// TestDaemonRefusesWithTheSameMessage: multinetd,
 // for a pod the webhook never sees (kube-system, which the webhook
-// configurations exclude), fails the ADD of the cases of issue 18 (mac and
+// configurations exclude), fails the ADD of the capability and interface cases (mac and
 // ips without the capability, nocap@eth0) and of a NAD with an unsupported
 // cniVersion with a NetworkAttachFailed Event whose message is exactly
 // podnetworks.Check's, the message the webhook refuses the same selection
@@ -504,7 +504,7 @@ func TestDaemonRefusesWithTheSameMessage(t *testing.T) {
 	assertReleased(t, net)
 }
 
-// TestNADChangedAfterAdmission (issue 18 item 5): a NAD that changes after
+// TestNADChangedAfterAdmission: a NAD that changes after
 // the pod was admitted can still fail the ADD, with the clear Event. The
 // pod asks for "mac" on a network whose tuning plugin declares it and is
 // admitted, held by a scheduling gate; the NAD is then updated to a valid

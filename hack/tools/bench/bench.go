@@ -335,7 +335,7 @@ func (b *bench) run(ctx context.Context) (*results, error) {
 			return nil, err
 		}
 	}
-	// 7. Hot-plug of a running pod (issue 12).
+	// 7. Hot-plug of a running pod.
 	if b.o.hotPlugOps > 0 {
 		logf("hot-plug: %d changes of a running pod's networks", b.o.hotPlugOps)
 		if err := b.hotPlugPhase(ctx); err != nil {

@@ -215,8 +215,9 @@ func (m *multus) start(ctx context.Context, c *cluster, e *env, cniVersion strin
 // list (its CNINetworkConfigList), but DEL (conflistDel, from the delegates
 // cached in cniDir) runs the lossy copy: host-local fails with "no IP
 // ranges specified", Multus logs it and answers success, and every Multus
-// ADD leaks a default-network address (upstream k8snetworkplumbingwg/
-// multus-cni issue 1449, fixed on master after v4.3.0, not in a release).
+// ADD leaks a default-network address (upstream
+// github.com/k8snetworkplumbingwg/multus-cni/issues/1449, fixed on master
+// after v4.3.0, not in a release).
 // Given a directory, Multus reads the conflist's bytes as they are
 // (GetCNIConfigFromFile, LoadDelegateNetConf), so ADD and DEL run the same
 // complete conflist: the same work as the runtime and multinetd do.

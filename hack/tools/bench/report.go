@@ -130,7 +130,7 @@ type results struct {
 }
 
 // multusCell is the Multus column: measured() when Multus ran in this run,
-// else empty (issue 14: the column is measured, never copied).
+// else empty (the column is measured, never copied).
 func (r *results) multusCell(measured func() string) string {
 	if r.multusPID != 0 {
 		return measured()
