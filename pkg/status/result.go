@@ -97,13 +97,9 @@ func FromResultWithOmissions(result types.Result, networkKey, ifName string, opt
 		}
 		st.DeviceInfo = di
 	}
-	requested := make([]string, 0, len(opts.GatewayRequest))
-	for i, gw := range opts.GatewayRequest {
-		ip := net.ParseIP(gw)
-		if ip == nil {
-			return NetworkStatus{}, nil, fmt.Errorf("network %q: default-route[%d]: %q is not an IP address (spec §4.1.2.1.9)", networkKey, i, gw)
-		}
-		requested = appendUnique(requested, ip.String())
+	requested, err := requestedGateways(networkKey, opts.GatewayRequest)
+	if err != nil {
+		return NetworkStatus{}, nil, err
 	}
 
 	if isNil(result) { // §5.1.1: no result, minimal status map
@@ -119,80 +115,26 @@ func FromResultWithOmissions(result types.Result, networkKey, ifName string, opt
 		return NetworkStatus{}, nil, fmt.Errorf("network %q: %w", networkKey, err)
 	}
 
-	sandbox := -1
-	for i, intf := range res.Interfaces {
-		if intf != nil && intf.Sandbox != "" {
-			sandbox = i
-			break
-		}
-	}
 	var ips []*current.IPConfig
 	var omitted []Omission
-	switch {
+	switch sandbox := sandboxInterface(res); {
 	case isLegacy(result):
 		// §5.3.2.1, §5.3.3.1: no interfaces before 0.3.0; ip4 and ip6 became
 		// ips without an interface index in the conversion.
 		st.Interface = ifName
 		ips = unindexedIPs(res.IPs)
 	case sandbox >= 0:
-		intf := res.Interfaces[sandbox]
-		st.Interface = intf.Name
-		// "mac" and "mtu" are optional (§5.3.4, §5.3.5): a value the entry
-		// cannot carry is left out, not a failed attachment.
-		switch _, err := net.ParseMAC(intf.Mac); {
-		case intf.Mac == "":
-		case err != nil:
-			omitted = append(omitted, Omission{
-				Field:  keyMac,
-				Reason: fmt.Sprintf("interfaces[%d].mac %q is not a hardware address (spec §5.3.4)", sandbox, intf.Mac),
-			})
-		case intf.Name == "":
-			// §5.3.4: "If the "mac" key is present, "interface" must also be present."
-			omitted = append(omitted, Omission{
-				Field:  keyMac,
-				Reason: fmt.Sprintf("interfaces[%d] has no name, and \"mac\" needs \"interface\" (spec §5.3.4)", sandbox),
-			})
-		default:
-			st.Mac = intf.Mac
-		}
-		if intf.Mtu < 0 {
-			omitted = append(omitted, Omission{
-				Field:  keyMTU,
-				Reason: fmt.Sprintf("interfaces[%d].mtu %d is negative, and \"mtu\" is a uint (spec §5.3.5)", sandbox, intf.Mtu),
-			})
-		} else {
-			st.MTU = intf.Mtu
-		}
+		omitted = st.setInterface(res.Interfaces[sandbox], sandbox)
 		ips = sandboxIPs(res.IPs, sandbox)
-		if st.DeviceInfo == nil && devinfo.IsPCIAddress(intf.PciID) {
-			st.DeviceInfo = pciDeviceInfo(intf.PciID)
-		}
 	default:
 		ips = unindexedIPs(res.IPs)
 	}
 	for _, ipc := range ips {
 		st.IPs = append(st.IPs, ipc.Address.IP.String())
 	}
-
-	if d := res.DNS; len(d.Nameservers) > 0 || d.Domain != "" || len(d.Search) > 0 {
-		st.DNS = &DNS{Domain: d.Domain}
-		for i, ns := range d.Nameservers {
-			if net.ParseIP(ns) == nil {
-				// §5.3.7.1: "an array of IPv4 and/or IPv6 addresses". An
-				// optional value: left out, not a failed attachment.
-				omitted = append(omitted, Omission{
-					Field:  fmt.Sprintf("%s.nameservers[%d]", keyDNS, i),
-					Reason: fmt.Sprintf("%q is not an IP address (spec §5.3.7.1)", ns),
-				})
-				continue
-			}
-			st.DNS.Nameservers = append(st.DNS.Nameservers, ns)
-		}
-		st.DNS.Search = append(st.DNS.Search, d.Search...)
-		if len(st.DNS.Nameservers) == 0 && st.DNS.Domain == "" && len(st.DNS.Search) == 0 {
-			st.DNS = nil // nothing usable was left
-		}
-	}
+	var dnsOmitted []Omission
+	st.DNS, dnsOmitted = dnsOf(res.DNS)
+	omitted = append(omitted, dnsOmitted...)
 
 	if opts.DefaultRoute {
 		if len(requested) > 0 {
@@ -202,6 +144,97 @@ func FromResultWithOmissions(result types.Result, networkKey, ifName string, opt
 		}
 	}
 	return st, omitted, nil
+}
+
+// requestedGateways are the gateways of the selection element's
+// "default-route" (spec §4.1.2.1.9), normalized and without duplicates.
+// Errors: one is not an IP address.
+func requestedGateways(networkKey string, gateways []string) ([]string, error) {
+	requested := make([]string, 0, len(gateways))
+	for i, gw := range gateways {
+		ip := net.ParseIP(gw)
+		if ip == nil {
+			return nil, fmt.Errorf("network %q: default-route[%d]: %q is not an IP address (spec §4.1.2.1.9)", networkKey, i, gw)
+		}
+		requested = appendUnique(requested, ip.String())
+	}
+	return requested, nil
+}
+
+// sandboxInterface is the index of res's first interface in the sandbox,
+// -1 when none is.
+func sandboxInterface(res *current.Result) int {
+	for i, intf := range res.Interfaces {
+		if intf != nil && intf.Sandbox != "" {
+			return i
+		}
+	}
+	return -1
+}
+
+// setInterface fills the entry's interface, mac, mtu and (without one
+// given) PCI device-info from intf, the result's interfaces[index], and
+// returns the optional values it left out: "mac" and "mtu" are optional
+// (§5.3.4, §5.3.5), a value the entry cannot carry is left out, not a
+// failed attachment.
+func (st *NetworkStatus) setInterface(intf *current.Interface, index int) []Omission {
+	var omitted []Omission
+	st.Interface = intf.Name
+	switch _, err := net.ParseMAC(intf.Mac); {
+	case intf.Mac == "":
+	case err != nil:
+		omitted = append(omitted, Omission{
+			Field:  keyMac,
+			Reason: fmt.Sprintf("interfaces[%d].mac %q is not a hardware address (spec §5.3.4)", index, intf.Mac),
+		})
+	case intf.Name == "":
+		// §5.3.4: "If the "mac" key is present, "interface" must also be present."
+		omitted = append(omitted, Omission{
+			Field:  keyMac,
+			Reason: fmt.Sprintf("interfaces[%d] has no name, and \"mac\" needs \"interface\" (spec §5.3.4)", index),
+		})
+	default:
+		st.Mac = intf.Mac
+	}
+	if intf.Mtu < 0 {
+		omitted = append(omitted, Omission{
+			Field:  keyMTU,
+			Reason: fmt.Sprintf("interfaces[%d].mtu %d is negative, and \"mtu\" is a uint (spec §5.3.5)", index, intf.Mtu),
+		})
+	} else {
+		st.MTU = intf.Mtu
+	}
+	if st.DeviceInfo == nil && devinfo.IsPCIAddress(intf.PciID) {
+		st.DeviceInfo = pciDeviceInfo(intf.PciID)
+	}
+	return omitted
+}
+
+// dnsOf is the entry's "dns" of the result's (nil when nothing usable is
+// left), and the nameservers it left out.
+func dnsOf(d types.DNS) (*DNS, []Omission) {
+	if len(d.Nameservers) == 0 && d.Domain == "" && len(d.Search) == 0 {
+		return nil, nil
+	}
+	var omitted []Omission
+	dns := &DNS{Domain: d.Domain}
+	for i, ns := range d.Nameservers {
+		if net.ParseIP(ns) == nil {
+			// §5.3.7.1: "an array of IPv4 and/or IPv6 addresses". An
+			// optional value: left out, not a failed attachment.
+			omitted = append(omitted, Omission{
+				Field:  fmt.Sprintf("%s.nameservers[%d]", keyDNS, i),
+				Reason: fmt.Sprintf("%q is not an IP address (spec §5.3.7.1)", ns),
+			})
+			continue
+		}
+		dns.Nameservers = append(dns.Nameservers, ns)
+	}
+	dns.Search = append(dns.Search, d.Search...)
+	if len(dns.Nameservers) == 0 && dns.Domain == "" && len(dns.Search) == 0 {
+		return nil, omitted // nothing usable was left
+	}
+	return dns, omitted
 }
 
 // toCurrent converts r to the CNI 1.1.0 result types without modifying r.
