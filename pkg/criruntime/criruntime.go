@@ -73,52 +73,10 @@ const (
 func Parse(info map[string]string) (CNI, error) {
 	var out CNI
 	var errs []error
-	fromConfig := func(raw string) (bin func() ([]string, error), conf func() (string, error), err error) {
-		var c struct {
-			CNI *struct {
-				BinDirs json.RawMessage `json:"binDirs"`
-				BinDir  json.RawMessage `json:"binDir"`
-				ConfDir json.RawMessage `json:"confDir"`
-			} `json:"cni"`
-		}
-		if err := json.Unmarshal([]byte(raw), &c); err != nil {
-			return nil, nil, err
-		}
-		if c.CNI == nil {
-			return nil, nil, nil
-		}
-		cni := c.CNI
-		bin = func() ([]string, error) {
-			if isSet(cni.BinDirs) {
-				return stringList(cni.BinDirs)
-			}
-			if isSet(cni.BinDir) {
-				s, err := stringValue(cni.BinDir)
-				if s == "" || err != nil {
-					return nil, err
-				}
-				return []string{s}, nil
-			}
-			return nil, nil
-		}
-		conf = func() (string, error) { return stringValue(cni.ConfDir) }
-		return bin, conf, nil
-	}
-	fromCNIConfig := func(raw string) (bin func() ([]string, error), conf func() (string, error), err error) {
-		var c struct {
-			PluginDirs    json.RawMessage `json:"PluginDirs"`
-			PluginConfDir json.RawMessage `json:"PluginConfDir"`
-		}
-		if err := json.Unmarshal([]byte(raw), &c); err != nil {
-			return nil, nil, err
-		}
-		return func() ([]string, error) { return stringList(c.PluginDirs) },
-			func() (string, error) { return stringValue(c.PluginConfDir) }, nil
-	}
 	for _, s := range []struct {
 		key   string
-		parse func(string) (func() ([]string, error), func() (string, error), error)
-	}{{"config", fromConfig}, {"cniconfig", fromCNIConfig}} {
+		parse func(string) (*cniSource, error)
+	}{{"config", fromRuntimeConfig}, {"cniconfig", fromGoCNI}} {
 		raw, ok := info[s.key]
 		if !ok || strings.TrimSpace(raw) == "" {
 			continue
@@ -127,45 +85,117 @@ func Parse(info map[string]string) (CNI, error) {
 			errs = append(errs, fmt.Errorf("info[%q]: %d bytes, more than %d", s.key, len(raw), maxInfoValue))
 			continue
 		}
-		bin, conf, err := s.parse(raw)
+		src, err := s.parse(raw)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("info[%q]: %w", s.key, err))
 			continue
 		}
-		if bin == nil {
+		if src == nil {
 			continue
 		}
 		if len(out.BinDirs) == 0 {
-			dirs, err := bin()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("info[%q] plugin dirs: %w", s.key, err))
-			}
-			for _, d := range dirs {
-				if err := checkPath(d, true); err != nil {
-					errs = append(errs, fmt.Errorf("info[%q] plugin dir %q: %w", s.key, d, err))
-					continue
-				}
-				if len(out.BinDirs) == maxBinDirs {
-					errs = append(errs, fmt.Errorf("info[%q]: more than %d plugin dirs; the rest ignored", s.key, maxBinDirs))
-					break
-				}
-				out.BinDirs = append(out.BinDirs, d)
-			}
+			errs = append(errs, out.addBinDirs(s.key, src)...)
 		}
 		if out.ConfDir == "" {
-			dir, err := conf()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("info[%q] conf dir: %w", s.key, err))
-			} else if dir != "" {
-				if err := checkPath(dir, false); err != nil {
-					errs = append(errs, fmt.Errorf("info[%q] conf dir %q: %w", s.key, dir, err))
-				} else {
-					out.ConfDir = dir
-				}
-			}
+			errs = append(errs, out.setConfDir(s.key, src)...)
 		}
 	}
 	return out, errors.Join(errs...)
+}
+
+// cniSource is one info value's CNI plugin dirs and conf dir, read on
+// demand (their JSON may be the wrong shape).
+type cniSource struct {
+	binDirs func() ([]string, error)
+	confDir func() (string, error)
+}
+
+// fromRuntimeConfig reads the runtime's configuration (info["config"]):
+// "cni.binDirs", else "cni.binDir", and "cni.confDir"; nil without "cni".
+func fromRuntimeConfig(raw string) (*cniSource, error) {
+	var c struct {
+		CNI *struct {
+			BinDirs json.RawMessage `json:"binDirs"`
+			BinDir  json.RawMessage `json:"binDir"`
+			ConfDir json.RawMessage `json:"confDir"`
+		} `json:"cni"`
+	}
+	if err := json.Unmarshal([]byte(raw), &c); err != nil {
+		return nil, err
+	}
+	if c.CNI == nil {
+		return nil, nil
+	}
+	cni := c.CNI
+	bin := func() ([]string, error) {
+		if isSet(cni.BinDirs) {
+			return stringList(cni.BinDirs)
+		}
+		if isSet(cni.BinDir) {
+			s, err := stringValue(cni.BinDir)
+			if s == "" || err != nil {
+				return nil, err
+			}
+			return []string{s}, nil
+		}
+		return nil, nil
+	}
+	return &cniSource{binDirs: bin, confDir: func() (string, error) { return stringValue(cni.ConfDir) }}, nil
+}
+
+// fromGoCNI reads go-cni's view (info["cniconfig"]): "PluginDirs",
+// "PluginConfDir".
+func fromGoCNI(raw string) (*cniSource, error) {
+	var c struct {
+		PluginDirs    json.RawMessage `json:"PluginDirs"`
+		PluginConfDir json.RawMessage `json:"PluginConfDir"`
+	}
+	if err := json.Unmarshal([]byte(raw), &c); err != nil {
+		return nil, err
+	}
+	return &cniSource{
+		binDirs: func() ([]string, error) { return stringList(c.PluginDirs) },
+		confDir: func() (string, error) { return stringValue(c.PluginConfDir) },
+	}, nil
+}
+
+// addBinDirs adds src's usable plugin dirs (at most maxBinDirs) and
+// returns what it left out, naming info[key].
+func (out *CNI) addBinDirs(key string, src *cniSource) []error {
+	var errs []error
+	dirs, err := src.binDirs()
+	if err != nil {
+		errs = append(errs, fmt.Errorf("info[%q] plugin dirs: %w", key, err))
+	}
+	for _, d := range dirs {
+		if err := checkPath(d, true); err != nil {
+			errs = append(errs, fmt.Errorf("info[%q] plugin dir %q: %w", key, d, err))
+			continue
+		}
+		if len(out.BinDirs) == maxBinDirs {
+			errs = append(errs, fmt.Errorf("info[%q]: more than %d plugin dirs; the rest ignored", key, maxBinDirs))
+			break
+		}
+		out.BinDirs = append(out.BinDirs, d)
+	}
+	return errs
+}
+
+// setConfDir sets src's conf dir when it is usable, else returns why not,
+// naming info[key].
+func (out *CNI) setConfDir(key string, src *cniSource) []error {
+	dir, err := src.confDir()
+	if err != nil {
+		return []error{fmt.Errorf("info[%q] conf dir: %w", key, err)}
+	}
+	if dir == "" {
+		return nil
+	}
+	if err := checkPath(dir, false); err != nil {
+		return []error{fmt.Errorf("info[%q] conf dir %q: %w", key, dir, err)}
+	}
+	out.ConfDir = dir
+	return nil
 }
 
 func isSet(raw json.RawMessage) bool {
