@@ -47,88 +47,114 @@ func (e Element) MarshalJSON() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
+// writeJSON writes e as MarshalJSON describes to b.
 func (e *Element) writeJSON(b *bytes.Buffer) error {
-	b.WriteByte('{')
-	first := true
-	key := func(k string) {
-		if !first {
-			b.WriteByte(',')
-		}
-		first = false
-		b.WriteByte('"')
-		b.WriteString(k) // the spec's keys need no escaping
-		b.WriteString(`":`)
-	}
-	enc := json.NewEncoder(b)
-	enc.SetEscapeHTML(false)
-	value := func(k string, v any) error {
-		key(k)
-		if err := enc.Encode(v); err != nil {
-			return fieldError(k, err)
-		}
-		b.Truncate(b.Len() - 1) // Encode ends with a newline
-		return nil
-	}
-	var err error
-	set := func(k string, v any) {
-		if err == nil {
-			err = value(k, v)
-		}
-	}
-	set(keyName, e.Name)
+	w := newObjectWriter(b)
+	w.set(keyName, e.Name)
 	if e.Namespace != "" {
-		set(keyNamespace, e.Namespace)
+		w.set(keyNamespace, e.Namespace)
 	}
 	if e.IPRequest != nil {
-		set(keyIPs, e.IPRequest)
+		w.set(keyIPs, e.IPRequest)
 	}
 	if e.MacRequest != "" {
-		set(keyMAC, e.MacRequest)
+		w.set(keyMAC, e.MacRequest)
 	}
 	if e.InterfaceRequest != "" {
-		set(keyInterface, e.InterfaceRequest)
+		w.set(keyInterface, e.InterfaceRequest)
 	}
 	if e.CNIArgs != nil {
-		set(keyCNIArgs, e.CNIArgs)
+		w.set(keyCNIArgs, e.CNIArgs)
 	}
 	if e.PortMappingsRequest != nil {
-		set(keyPortMappings, e.PortMappingsRequest)
+		w.set(keyPortMappings, e.PortMappingsRequest)
 	}
 	if e.BandwidthRequest != nil {
-		set(keyBandwidth, e.BandwidthRequest)
+		w.set(keyBandwidth, e.BandwidthRequest)
 	}
 	if e.GatewayRequest != nil {
-		set(keyDefaultRoute, e.GatewayRequest)
+		w.set(keyDefaultRoute, e.GatewayRequest)
 	}
 	if e.InfinibandGUIDRequest != "" {
-		set(keyInfiniband, e.InfinibandGUIDRequest)
+		w.set(keyInfiniband, e.InfinibandGUIDRequest)
 	}
 	if e.IPAMClaimReference != "" {
-		set(keyIPAMClaim, e.IPAMClaimReference)
+		w.set(keyIPAMClaim, e.IPAMClaimReference)
 	}
-	if err != nil {
-		return err
+	keys := make([]string, 0, len(e.Extensions))
+	for k := range e.Extensions {
+		keys = append(keys, k)
 	}
-	if len(e.Extensions) > 0 {
-		keys := make([]string, 0, len(e.Extensions))
-		for k := range e.Extensions {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			if !first {
-				b.WriteByte(',')
-			}
-			first = false
-			_ = enc.Encode(k) // a string always encodes
-			b.Truncate(b.Len() - 1)
-			b.WriteByte(':')
-			if err := json.Compact(b, e.Extensions[k]); err != nil {
-				return fieldError(k, err)
-			}
-		}
+	slices.Sort(keys)
+	for _, k := range keys {
+		w.raw(k, e.Extensions[k])
 	}
-	b.WriteByte('}')
+	return w.close()
+}
+
+// objectWriter writes one JSON object to a buffer, member by member, and
+// keeps the first error (naming its key); what follows an error is not
+// written.
+type objectWriter struct {
+	b     *bytes.Buffer
+	enc   *json.Encoder
+	first bool
+	err   error
+}
+
+// newObjectWriter starts an object on b.
+func newObjectWriter(b *bytes.Buffer) *objectWriter {
+	enc := json.NewEncoder(b)
+	enc.SetEscapeHTML(false)
+	b.WriteByte('{')
+	return &objectWriter{b: b, enc: enc, first: true}
+}
+
+// separate writes the comma before every member but the first.
+func (w *objectWriter) separate() {
+	if !w.first {
+		w.b.WriteByte(',')
+	}
+	w.first = false
+}
+
+// set writes the member k (a key of the spec: it needs no escaping) with
+// v encoded.
+func (w *objectWriter) set(k string, v any) {
+	if w.err != nil {
+		return
+	}
+	w.separate()
+	w.b.WriteByte('"')
+	w.b.WriteString(k)
+	w.b.WriteString(`":`)
+	if err := w.enc.Encode(v); err != nil {
+		w.err = fieldError(k, err)
+		return
+	}
+	w.b.Truncate(w.b.Len() - 1) // Encode ends with a newline
+}
+
+// raw writes the member k (escaped) with the JSON v compacted.
+func (w *objectWriter) raw(k string, v json.RawMessage) {
+	if w.err != nil {
+		return
+	}
+	w.separate()
+	_ = w.enc.Encode(k) // a string always encodes
+	w.b.Truncate(w.b.Len() - 1)
+	w.b.WriteByte(':')
+	if err := json.Compact(w.b, v); err != nil {
+		w.err = fieldError(k, err)
+	}
+}
+
+// close ends the object, or returns the first error.
+func (w *objectWriter) close() error {
+	if w.err != nil {
+		return w.err
+	}
+	w.b.WriteByte('}')
 	return nil
 }
 
@@ -171,82 +197,108 @@ func decodeElement(c *collector, idx int, raw []byte, e *Element) fieldSet {
 		return ^fieldSet(0)
 	}
 	var buf [16]member
-	m := members(raw, buf[:0])
-	var bad fieldSet
-	nw := ""
-	problem := func(f fieldSet, field, value, reason, section string) {
-		bad |= f
-		c.add(idx, nw, field, value, reason, section)
-	}
-	str := func(f fieldSet, key, section string, allowEmpty bool) string {
-		v, ok := m.get(key)
-		if !ok {
-			return ""
-		}
-		s, r := decodeString(v)
-		if r == "" && s == "" && !allowEmpty {
-			r = "must not be empty; leave the key out instead"
-		}
-		if r != "" {
-			problem(f, key, "", r, section)
-		}
-		return s
-	}
-
-	if v, ok := m.get(keyName); ok {
+	d := elementDecoder{c: c, idx: idx, m: members(raw, buf[:0])}
+	if v, ok := d.m.get(keyName); ok {
 		s, r := decodeString(v)
 		if r != "" {
-			problem(fName, keyName, "", r, secName)
+			d.problem(fName, keyName, r, secName)
 		}
 		e.Name = s
-		nw = s
+		d.nw = s
 	} else {
-		problem(fName, keyName, "", "is required", secName)
+		d.problem(fName, keyName, "is required", secName)
 	}
-	if k, dup := m.duplicateKey(); dup {
-		problem(0, k, "", "appears more than once", secKeys)
+	if k, dup := d.m.duplicateKey(); dup {
+		d.problem(0, k, "appears more than once", secKeys)
 	}
-	e.Namespace = str(fNamespace, keyNamespace, secNamespace, true)
-	if v, ok := m.get(keyIPs); ok {
-		e.IPRequest = decodeStringList(c, idx, nw, v, keyIPs, secIPs, &bad, fIPs)
+	e.Namespace = d.str(fNamespace, keyNamespace, secNamespace, true)
+	if v, ok := d.m.get(keyIPs); ok {
+		e.IPRequest = decodeStringList(c, idx, d.nw, v, keyIPs, secIPs, &d.bad, fIPs)
 	}
-	e.MacRequest = str(fMAC, keyMAC, secMAC, false)
-	e.InterfaceRequest = str(fInterface, keyInterface, secInterface, false)
-	if v, ok := m.get(keyCNIArgs); ok {
-		if k := kindOf(v); k != "object" {
-			problem(fCNIArgs, keyCNIArgs, "", "must be a JSON object, not "+article(k), secCNIArgs)
-		} else {
-			d := json.NewDecoder(bytes.NewReader(v))
-			d.UseNumber()
-			if err := d.Decode(&e.CNIArgs); err != nil {
-				problem(fCNIArgs, keyCNIArgs, "", "is not a valid JSON object: "+err.Error(), secCNIArgs)
-			}
-		}
+	e.MacRequest = d.str(fMAC, keyMAC, secMAC, false)
+	e.InterfaceRequest = d.str(fInterface, keyInterface, secInterface, false)
+	d.cniArgs(e)
+	if v, ok := d.m.get(keyPortMappings); ok {
+		e.PortMappingsRequest = decodePortMappings(c, idx, d.nw, v, &d.bad)
 	}
-	if v, ok := m.get(keyPortMappings); ok {
-		e.PortMappingsRequest = decodePortMappings(c, idx, nw, v, &bad)
+	if v, ok := d.m.get(keyBandwidth); ok {
+		e.BandwidthRequest = decodeBandwidth(c, idx, d.nw, v, &d.bad)
 	}
-	if v, ok := m.get(keyBandwidth); ok {
-		e.BandwidthRequest = decodeBandwidth(c, idx, nw, v, &bad)
+	if v, ok := d.m.get(keyDefaultRoute); ok {
+		e.GatewayRequest = decodeStringList(c, idx, d.nw, v, keyDefaultRoute, secDefaultRoute, &d.bad, fDefaultRoute)
 	}
-	if v, ok := m.get(keyDefaultRoute); ok {
-		e.GatewayRequest = decodeStringList(c, idx, nw, v, keyDefaultRoute, secDefaultRoute, &bad, fDefaultRoute)
-	}
-	e.InfinibandGUIDRequest = str(fInfiniband, keyInfiniband, secInfiniband, false)
-	e.IPAMClaimReference = str(fIPAMClaim, keyIPAMClaim, secIPAMClaimRef, false)
+	e.InfinibandGUIDRequest = d.str(fInfiniband, keyInfiniband, secInfiniband, false)
+	e.IPAMClaimReference = d.str(fIPAMClaim, keyIPAMClaim, secIPAMClaimRef, false)
+	d.otherKeys(e)
+	return d.bad
+}
 
-	for i := range m {
-		if isKnownKey(m[i].key) {
+// elementDecoder is the state of decodeElement: the element's members m,
+// its network name nw once read (for errors), the fields with a problem.
+type elementDecoder struct {
+	c   *collector
+	idx int
+	m   object
+	nw  string
+	bad fieldSet
+}
+
+// problem reports reason about field and marks f as bad.
+func (d *elementDecoder) problem(f fieldSet, field, reason, section string) {
+	d.bad |= f
+	d.c.add(d.idx, d.nw, field, "", reason, section)
+}
+
+// str decodes the string member key ("" when absent); an empty string is
+// a problem unless allowEmpty.
+func (d *elementDecoder) str(f fieldSet, key, section string, allowEmpty bool) string {
+	v, ok := d.m.get(key)
+	if !ok {
+		return ""
+	}
+	s, r := decodeString(v)
+	if r == "" && s == "" && !allowEmpty {
+		r = "must not be empty; leave the key out instead"
+	}
+	if r != "" {
+		d.problem(f, key, r, section)
+	}
+	return s
+}
+
+// cniArgs decodes "cni-args" (a JSON object, numbers kept as json.Number).
+func (d *elementDecoder) cniArgs(e *Element) {
+	v, ok := d.m.get(keyCNIArgs)
+	if !ok {
+		return
+	}
+	if k := kindOf(v); k != "object" {
+		d.problem(fCNIArgs, keyCNIArgs, "must be a JSON object, not "+article(k), secCNIArgs)
+		return
+	}
+	dec := json.NewDecoder(bytes.NewReader(v))
+	dec.UseNumber()
+	if err := dec.Decode(&e.CNIArgs); err != nil {
+		d.problem(fCNIArgs, keyCNIArgs, "is not a valid JSON object: "+err.Error(), secCNIArgs)
+	}
+}
+
+// otherKeys keeps the keys that are not the spec's and contain a period
+// in e.Extensions (compacted), and reports the others (suggesting the
+// spec key one likely misspells).
+func (d *elementDecoder) otherKeys(e *Element) {
+	for i := range d.m {
+		if isKnownKey(d.m[i].key) {
 			continue
 		}
-		k := string(m[i].key)
+		k := string(d.m[i].key)
 		if strings.Contains(k, ".") {
 			if e.Extensions == nil {
 				e.Extensions = make(map[string]json.RawMessage)
 			}
 			var cb bytes.Buffer
-			cb.Grow(len(m[i].val))
-			_ = json.Compact(&cb, m[i].val) // valid: checked by the caller
+			cb.Grow(len(d.m[i].val))
+			_ = json.Compact(&cb, d.m[i].val) // valid: checked by the caller
 			e.Extensions[k] = cb.Bytes()
 			continue
 		}
@@ -256,9 +308,8 @@ func decodeElement(c *collector, idx int, raw []byte, e *Element) fieldSet {
 		} else if s := suggestKey(k); s != "" {
 			reason = "is not a key of the spec; did you mean " + strconv.Quote(s) + "?"
 		}
-		problem(fExtensions, k, "", reason, secKeys)
+		d.problem(fExtensions, k, reason, secKeys)
 	}
-	return bad
 }
 
 func isKnownKey(k []byte) bool {

@@ -72,37 +72,9 @@ type options struct {
 // opt.keepEmptyNamespace.
 func validateElement(c *collector, idx int, e *Element, podNamespace string, bad fieldSet, opt options) {
 	nw := e.Name
-	if bad&fName == 0 {
-		if e.Name == "" {
-			c.add(idx, nw, "name", "", "is required", secName)
-		} else if r := subdomainProblem(e.Name); r != "" {
-			c.add(idx, nw, "name", e.Name, r, secNaming)
-		}
-	}
-	if bad&fNamespace == 0 {
-		if e.Namespace == "" {
-			if !opt.keepEmptyNamespace {
-				if r := labelProblem(podNamespace); r != "" {
-					c.add(idx, nw, "namespace", podNamespace, "(the pod's namespace, used because the key is absent) "+r, secNamespace)
-				}
-				e.Namespace = podNamespace
-			}
-		} else if r := labelProblem(e.Namespace); r != "" {
-			c.add(idx, nw, "namespace", e.Namespace, r, secNamespace)
-		}
-	}
+	validateNames(c, idx, e, podNamespace, bad, opt)
 	if bad&fIPs == 0 && e.IPRequest != nil {
-		if len(e.IPRequest) == 0 {
-			c.add(idx, nw, "ips", "", "must contain at least one address", secIPs)
-		}
-		for i, s := range e.IPRequest {
-			canon, r := canonicalIPOrPrefix(s)
-			if r != "" {
-				c.add(idx, nw, indexed("ips", i), s, r, secIPs)
-				continue
-			}
-			e.IPRequest[i] = canon
-		}
+		validateIPRequest(c, idx, e)
 	}
 	if bad&fMAC == 0 && e.MacRequest != "" {
 		if canon, r := canonicalMAC(e.MacRequest); r != "" {
@@ -125,18 +97,7 @@ func validateElement(c *collector, idx int, e *Element, podNamespace string, bad
 		validateBandwidth(c, idx, nw, e.BandwidthRequest)
 	}
 	if bad&fDefaultRoute == 0 && e.GatewayRequest != nil {
-		seen := newFirstSeen(len(e.GatewayRequest))
-		for i, s := range e.GatewayRequest {
-			canon, r := canonicalIP(s)
-			if r != "" {
-				c.add(idx, nw, indexed("default-route", i), s, r, secDefaultRoute)
-				continue
-			}
-			e.GatewayRequest[i] = canon
-			if j, dup := seen.check(e.GatewayRequest, i); dup {
-				c.add(idx, nw, indexed("default-route", i), s, "repeats default-route["+strconv.Itoa(j)+"]", secDefaultRoute)
-			}
-		}
+		validateGatewayRequest(c, idx, e)
 	}
 	if bad&fInfiniband == 0 && e.InfinibandGUIDRequest != "" {
 		if canon, r := canonicalGUID(e.InfinibandGUIDRequest); r != "" {
@@ -153,12 +114,80 @@ func validateElement(c *collector, idx int, e *Element, podNamespace string, bad
 		}
 	}
 	if bad&fExtensions == 0 {
-		for k, v := range e.Extensions {
-			if !strings.Contains(k, ".") {
-				c.add(idx, nw, k, "", "is not a key of the spec; extension keys must use reverse domain notation (contain a period)", secKeys)
-			} else if !json.Valid(v) {
-				c.add(idx, nw, k, "", "is not valid JSON", secKeys)
-			}
+		validateExtensions(c, idx, e)
+	}
+}
+
+// validateNames checks e's name and namespace (unless bad marks them),
+// filling an empty namespace with podNamespace unless
+// opt.keepEmptyNamespace.
+func validateNames(c *collector, idx int, e *Element, podNamespace string, bad fieldSet, opt options) {
+	nw := e.Name
+	if bad&fName == 0 {
+		if e.Name == "" {
+			c.add(idx, nw, "name", "", "is required", secName)
+		} else if r := subdomainProblem(e.Name); r != "" {
+			c.add(idx, nw, "name", e.Name, r, secNaming)
+		}
+	}
+	if bad&fNamespace != 0 {
+		return
+	}
+	if e.Namespace != "" {
+		if r := labelProblem(e.Namespace); r != "" {
+			c.add(idx, nw, "namespace", e.Namespace, r, secNamespace)
+		}
+		return
+	}
+	if !opt.keepEmptyNamespace {
+		if r := labelProblem(podNamespace); r != "" {
+			c.add(idx, nw, "namespace", podNamespace, "(the pod's namespace, used because the key is absent) "+r, secNamespace)
+		}
+		e.Namespace = podNamespace
+	}
+}
+
+// validateIPRequest checks e's "ips" (at least one, each an address or
+// prefix) and puts them in canonical form.
+func validateIPRequest(c *collector, idx int, e *Element) {
+	if len(e.IPRequest) == 0 {
+		c.add(idx, e.Name, "ips", "", "must contain at least one address", secIPs)
+	}
+	for i, s := range e.IPRequest {
+		canon, r := canonicalIPOrPrefix(s)
+		if r != "" {
+			c.add(idx, e.Name, indexed("ips", i), s, r, secIPs)
+			continue
+		}
+		e.IPRequest[i] = canon
+	}
+}
+
+// validateGatewayRequest checks e's "default-route" (addresses, none
+// repeated) and puts them in canonical form.
+func validateGatewayRequest(c *collector, idx int, e *Element) {
+	seen := newFirstSeen(len(e.GatewayRequest))
+	for i, s := range e.GatewayRequest {
+		canon, r := canonicalIP(s)
+		if r != "" {
+			c.add(idx, e.Name, indexed("default-route", i), s, r, secDefaultRoute)
+			continue
+		}
+		e.GatewayRequest[i] = canon
+		if j, dup := seen.check(e.GatewayRequest, i); dup {
+			c.add(idx, e.Name, indexed("default-route", i), s, "repeats default-route["+strconv.Itoa(j)+"]", secDefaultRoute)
+		}
+	}
+}
+
+// validateExtensions checks that e's extension keys use reverse domain
+// notation and their values are JSON.
+func validateExtensions(c *collector, idx int, e *Element) {
+	for k, v := range e.Extensions {
+		if !strings.Contains(k, ".") {
+			c.add(idx, e.Name, k, "", "is not a key of the spec; extension keys must use reverse domain notation (contain a period)", secKeys)
+		} else if !json.Valid(v) {
+			c.add(idx, e.Name, k, "", "is not valid JSON", secKeys)
 		}
 	}
 }
