@@ -15,7 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/multinet/multinet/pkg/cniserver/api"
+	"github.com/multinet/multinet/pkg/cnirequest"
 	"github.com/multinet/multinet/pkg/devinfo"
 	"github.com/multinet/multinet/pkg/draclaims"
 	"github.com/multinet/multinet/pkg/kube"
@@ -40,7 +40,7 @@ type libcniList = libcni.NetworkConfigList
 // down first (spec §7.2) and a Warning Event is posted on the pod. An ADD
 // that fails before any delegate ran leaves a record with no attachments
 // (failUnattempted), so that its DEL has nothing to do.
-func (e *Engine) Add(ctx context.Context, req *api.Request) ([]byte, error) {
+func (e *Engine) Add(ctx context.Context, req *cnirequest.Request) ([]byte, error) {
 	unlock, err := e.locks.lock(ctx, req.ContainerID)
 	if err != nil {
 		return nil, types.NewError(types.ErrTryAgainLater, err.Error(), "")
@@ -52,25 +52,17 @@ func (e *Engine) Add(ctx context.Context, req *api.Request) ([]byte, error) {
 		return nil, err
 	}
 
-	cniVersion, err := configVersion(req.Config)
-	if err != nil {
-		return nil, e.failUnattempted(log, req, nil, types.NewError(types.ErrDecodingFailure, err.Error(), ""))
+	if req.Invalid != nil { // no cniVersion, malformed CNI_ARGS or runtimeConfig
+		return nil, e.failUnattempted(log, req, nil, req.Invalid)
 	}
-	args, err := parseArgs(req.Args)
-	if err != nil {
-		return nil, e.failUnattempted(log, req, nil, types.NewError(types.ErrInvalidEnvironmentVariables, err.Error(), ""))
-	}
-	runtimeConfig, err := netconf.RuntimeConfigFromConfig(req.Config)
-	if err != nil {
-		return nil, e.failUnattempted(log, req, nil, types.NewError(types.ErrDecodingFailure, err.Error(), ""))
-	}
+	cniVersion, args, runtimeConfig := req.CNIVersion, req.Args, req.RuntimeConfig
 	log = log.WithValues("pod", args.Namespace+"/"+args.Name)
 
 	p, err := e.buildPlan(ctx, req.IfName, req.ContainerID, args, runtimeConfig, true)
 	if err != nil {
 		return nil, e.failUnattempted(log, req, p, err)
 	}
-	if err := e.findPlugins(req.Path, p); err != nil {
+	if err := e.findPlugins(req.CNIPath, p); err != nil {
 		return nil, e.failUnattempted(log, req, p, err)
 	}
 	e.warnUndeclared(p.pod, p.undeclared...)
@@ -81,8 +73,8 @@ func (e *Engine) Add(ctx context.Context, req *api.Request) ([]byte, error) {
 		PodNamespace: args.Namespace,
 		PodName:      args.Name,
 		PodUID:       args.UID,
-		CNIArgs:      req.Args,
-		CNIPath:      req.Path,
+		CNIArgs:      req.RawArgs,
+		CNIPath:      req.CNIPath,
 		Selection:    true,
 	}
 	for i, a := range p.attachments {
@@ -114,7 +106,7 @@ func (e *Engine) Add(ctx context.Context, req *api.Request) ([]byte, error) {
 	}
 	e.rememberNetworks(log, p) // for GC, should this record be lost (networks.go)
 
-	cni := e.cniFor(req.Path)
+	cni := e.cniFor(req.CNIPath)
 	results := make([]types.Result, len(p.attachments))
 	for i := range p.attachments {
 		a := &p.attachments[i]
@@ -211,18 +203,18 @@ func (e *Engine) Add(ctx context.Context, req *api.Request) ([]byte, error) {
 // (*types.Error, code 11): a delegate DEL failed, or the pod's networks
 // cannot be read to complete a salvage; the record then keeps what is left
 // for the retry or the runtime's DEL.
-func (e *Engine) tearDownEarlierAdd(ctx context.Context, req *api.Request, log klog.Logger) error {
+func (e *Engine) tearDownEarlierAdd(ctx context.Context, req *cnirequest.Request, log klog.Logger) error {
 	old, err := e.opts.Store.Load(req.ContainerID)
 	if errors.Is(err, state.ErrCorrupt) || (err == nil && old.Partial) {
-		s := e.salvage(ctx, req.Path, req.ContainerID, req, old, err)
-		return e.tearDownSalvaged(ctx, "ADD", req.Path, req.Netns, s)
+		s := e.salvage(ctx, req.CNIPath, req.ContainerID, req, old, err)
+		return e.tearDownSalvaged(ctx, "ADD", req.CNIPath, req.Netns, s)
 	}
 	if err != nil || len(old.Attachments) == 0 {
 		return nil
 	}
 	log.Info("tearing down the attachments of an earlier ADD", "attachments", len(old.Attachments))
 	e.withdrawStatus(req.ContainerID, old) // its network-status lists them
-	terr := e.teardown(ctx, req.Path, req.Netns, old, len(old.Attachments))
+	terr := e.teardown(ctx, req.CNIPath, req.Netns, old, len(old.Attachments))
 	if terr == nil {
 		return nil
 	}
@@ -246,7 +238,7 @@ func (e *Engine) tearDownEarlierAdd(ctx context.Context, req *api.Request, log k
 // never ran, which fails for a plugin whose binary does not exist and keeps
 // the pod Terminating. A corrupt record is left for DEL's fallback; a record
 // that cannot be saved is logged (DEL then falls back to the API).
-func (e *Engine) failUnattempted(log klog.Logger, req *api.Request, p *plan, cause error) error {
+func (e *Engine) failUnattempted(log klog.Logger, req *cnirequest.Request, p *plan, cause error) error {
 	log.Error(cause, "ADD failed before any delegate ran")
 	if p != nil {
 		for _, f := range p.deviceInfoFiles {
@@ -266,13 +258,13 @@ func (e *Engine) failUnattempted(log klog.Logger, req *api.Request, p *plan, cau
 // saveUnattempted saves the record of container req.ContainerID with no
 // attachments, unless a corrupt record is there (DEL reports it and falls
 // back to the API). Errors: the record cannot be written.
-func (e *Engine) saveUnattempted(req *api.Request) error {
+func (e *Engine) saveUnattempted(req *cnirequest.Request) error {
 	if _, err := e.opts.Store.Load(req.ContainerID); errors.Is(err, state.ErrCorrupt) {
 		return nil
 	}
-	rec := &state.Record{ContainerID: req.ContainerID, Netns: req.Netns, CNIArgs: req.Args}
-	if args, err := parseArgs(req.Args); err == nil {
-		rec.PodNamespace, rec.PodName, rec.PodUID = args.Namespace, args.Name, args.UID
+	rec := &state.Record{ContainerID: req.ContainerID, Netns: req.Netns, CNIArgs: req.RawArgs}
+	if req.ArgsErr == nil {
+		rec.PodNamespace, rec.PodName, rec.PodUID = req.Args.Namespace, req.Args.Name, req.Args.UID
 	}
 	if err := e.opts.Store.Save(rec); err != nil {
 		return fmt.Errorf("container %s: %w", req.ContainerID, err)
@@ -283,12 +275,12 @@ func (e *Engine) saveUnattempted(req *api.Request) error {
 // runAdd runs one delegate ADD with the delegate timeout. A delegate that
 // does not answer in time fails with an error naming the network and what
 // ran out (delegateErr).
-func (e *Engine) runAdd(ctx context.Context, cni *libcni.CNIConfig, a *netconf.Attachment, req *api.Request, args podArgs) (types.Result, error) {
+func (e *Engine) runAdd(ctx context.Context, cni *libcni.CNIConfig, a *netconf.Attachment, req *cnirequest.Request, args podArgs) (types.Result, error) {
 	ctx, cancel := delegateContext(ctx, e.opts.DelegateTimeout, "delegateTimeout")
 	defer cancel()
 	start := time.Now()
 	rt := a.RuntimeConf(req.ContainerID, req.Netns, args.Pairs)
-	rt.Args = append(rt.Args, api.NetworkNamespaceArg(a.NetworkKey))
+	rt.Args = append(rt.Args, cnirequest.NetworkNamespaceArg(a.NetworkKey))
 	res, err := cni.AddNetworkList(ctx, a.ConfList, rt)
 	e.observe("ADD", a.ConfList, start, err)
 	if err != nil {
@@ -326,7 +318,7 @@ func (e *Engine) findPlugins(reqPath string, p *plan) error {
 // (teardownContext: the request's deadline plus TeardownGrace per
 // attachment); what could not be torn down stays in the record so that the
 // runtime's DEL retries it, and the error and the Event say so.
-func (e *Engine) failAdd(ctx context.Context, req *api.Request, rec *state.Record, p *plan, made int, cause error) error {
+func (e *Engine) failAdd(ctx context.Context, req *cnirequest.Request, rec *state.Record, p *plan, made int, cause error) error {
 	n := made + 1
 	if n > len(rec.Attachments) {
 		n = len(rec.Attachments)
@@ -338,7 +330,7 @@ func (e *Engine) failAdd(ctx context.Context, req *api.Request, rec *state.Recor
 	}
 	rec.Attachments = rec.Attachments[:n]
 	tctx, cancel := e.teardownContext(ctx, n)
-	terr := e.teardown(tctx, req.Path, req.Netns, rec, n)
+	terr := e.teardown(tctx, req.CNIPath, req.Netns, rec, n)
 	cancel()
 	if terr == nil {
 		// Keep an empty record: the runtime's DEL that follows a failed ADD

@@ -10,7 +10,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"k8s.io/klog/v2"
 
-	"github.com/multinet/multinet/pkg/cniserver"
+	"github.com/multinet/multinet/pkg/cnirequest"
 )
 
 // A delegate that does not answer must cost the node neither its
@@ -84,7 +84,7 @@ type guardedExec struct {
 }
 
 // ExecPlugin runs the plugin. After slotTimeout it gives the request's
-// concurrency slot back (cniserver.Yield): a plugin that has not answered
+// concurrency slot back (cnirequest.Yield): a plugin that has not answered
 // by then is waiting, not working, and must not keep other pods from being
 // attached or deleted; the slot is taken again once it answers, within ctx.
 // When ctx ends it returns within exitGrace: the plugin is killed by the
@@ -111,7 +111,7 @@ wait:
 			break wait
 		case <-slow.C:
 			klog.FromContext(ctx).V(2).Info("delegate slow: giving its concurrency slot back until it answers", "plugin", pluginPath, "after", g.slotTimeout)
-			resume = cniserver.Yield(ctx)
+			resume = cnirequest.Yield(ctx)
 		case <-ctx.Done():
 			select {
 			case r = <-done:

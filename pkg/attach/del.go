@@ -2,7 +2,6 @@ package attach
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -13,7 +12,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"k8s.io/klog/v2"
 
-	"github.com/multinet/multinet/pkg/cniserver/api"
+	"github.com/multinet/multinet/pkg/cnirequest"
 	"github.com/multinet/multinet/pkg/devinfo"
 	"github.com/multinet/multinet/pkg/netconf"
 	"github.com/multinet/multinet/pkg/state"
@@ -35,7 +34,7 @@ const fallbackPlanTimeout = 3 * time.Second
 // metric, and fails while something may be left (a delegate DEL failed, or
 // the API server cannot give the pod's networks). The record is removed once
 // every delegate DEL succeeded; otherwise it is kept for the runtime's retry.
-func (e *Engine) Del(ctx context.Context, req *api.Request) error {
+func (e *Engine) Del(ctx context.Context, req *cnirequest.Request) error {
 	unlock, err := e.locks.lock(ctx, req.ContainerID)
 	if err != nil {
 		return types.NewError(types.ErrTryAgainLater, err.Error(), "")
@@ -48,8 +47,8 @@ func (e *Engine) Del(ctx context.Context, req *api.Request) error {
 	case errors.Is(err, state.ErrCorrupt), err == nil && rec.Partial:
 		// What the record, libcni's cache and the API server still name
 		// (salvage.go); what is left stays in the record for the retry.
-		s := e.salvage(ctx, req.Path, req.ContainerID, req, rec, err)
-		if err := e.tearDownSalvaged(ctx, "DEL", req.Path, req.Netns, s); err != nil {
+		s := e.salvage(ctx, req.CNIPath, req.ContainerID, req, rec, err)
+		if err := e.tearDownSalvaged(ctx, "DEL", req.CNIPath, req.Netns, s); err != nil {
 			return err
 		}
 		if err := e.opts.Store.Delete(req.ContainerID); err != nil {
@@ -68,7 +67,7 @@ func (e *Engine) Del(ctx context.Context, req *api.Request) error {
 
 	e.withdrawStatus(req.ContainerID, rec) // not to be published any more
 	n := len(rec.Attachments)
-	if err := e.teardown(ctx, req.Path, req.Netns, rec, n); err != nil {
+	if err := e.teardown(ctx, req.CNIPath, req.Netns, rec, n); err != nil {
 		if serr := e.opts.Store.Save(rec); serr != nil {
 			log.Error(serr, "save the attachments left after a failed DEL")
 		}
@@ -160,14 +159,13 @@ func (e *Engine) delOne(ctx context.Context, cni *libcni.CNIConfig, containerID,
 // fallbackRecord rebuilds the attachments of a container without a usable
 // record from the API (the pod's selection as it is now), or the default
 // network alone when the pod or the API server is gone.
-func (e *Engine) fallbackRecord(ctx context.Context, req *api.Request) (*state.Record, error) {
-	args, err := parseArgs(req.Args)
-	if err != nil {
-		return nil, err
+func (e *Engine) fallbackRecord(ctx context.Context, req *cnirequest.Request) (*state.Record, error) {
+	if req.ArgsErr != nil {
+		return nil, req.ArgsErr
 	}
-	rec := &state.Record{ContainerID: req.ContainerID, Netns: req.Netns, CNIArgs: req.Args,
+	args, runtimeConfig := req.Args, req.RuntimeConfig
+	rec := &state.Record{ContainerID: req.ContainerID, Netns: req.Netns, CNIArgs: req.RawArgs,
 		PodNamespace: args.Namespace, PodName: args.Name, PodUID: args.UID}
-	runtimeConfig, _ := netconf.RuntimeConfigFromConfig(req.Config)
 
 	pctx, cancel := context.WithTimeout(ctx, fallbackPlanTimeout)
 	defer cancel()
@@ -205,7 +203,7 @@ func (e *Engine) fallbackRecord(ctx context.Context, req *api.Request) (*state.R
 // network); attachments whose cniVersion is below 0.4.0 are skipped (CNI
 // spec: CHECK came with 0.4.0). Errors name the network and plugin; a
 // container without a complete record is an error.
-func (e *Engine) Check(ctx context.Context, req *api.Request) error {
+func (e *Engine) Check(ctx context.Context, req *cnirequest.Request) error {
 	unlock, err := e.locks.lock(ctx, req.ContainerID)
 	if err != nil {
 		return types.NewError(types.ErrTryAgainLater, err.Error(), "")
@@ -222,7 +220,7 @@ func (e *Engine) Check(ctx context.Context, req *api.Request) error {
 	if err != nil {
 		return types.NewError(types.ErrInvalidEnvironmentVariables, err.Error(), "")
 	}
-	cni := e.cniFor(req.Path)
+	cni := e.cniFor(req.CNIPath)
 	var errs []error
 	for _, a := range rec.Attachments {
 		list, err := libcni.ConfListFromBytes(a.ConfList)
@@ -230,7 +228,7 @@ func (e *Engine) Check(ctx context.Context, req *api.Request) error {
 			errs = append(errs, fmt.Errorf("network %s: recorded config: %w", a.Network, err))
 			continue
 		}
-		rt := &libcni.RuntimeConf{ContainerID: req.ContainerID, NetNS: req.Netns, IfName: a.IfName, Args: slices.Concat(args.Pairs, a.CNIArgs, [][2]string{api.NetworkNamespaceArg(a.Network)}), CapabilityArgs: a.CapabilityArgs}
+		rt := &libcni.RuntimeConf{ContainerID: req.ContainerID, NetNS: req.Netns, IfName: a.IfName, Args: slices.Concat(args.Pairs, a.CNIArgs, [][2]string{cnirequest.NetworkNamespaceArg(a.Network)}), CapabilityArgs: a.CapabilityArgs}
 		if err := e.checkOne(ctx, cni, list, rt); err != nil {
 			errs = append(errs, delegateError("CHECK", a.Network, a.IfName, list, err))
 		}
@@ -259,24 +257,17 @@ func (e *Engine) checkOne(ctx context.Context, cni *libcni.CNIConfig, list *libc
 	return err
 }
 
-// gcConfig is the part of a GC request's configuration GC reads
-// (CNI spec 1.1 "GC": cni.dev/valid-attachments).
-type gcConfig struct {
-	Valid []types.GCAttachment `json:"cni.dev/valid-attachments"`
-}
-
 // GC performs CNI GC: the records of containers that are not in the
 // runtime's cni.dev/valid-attachments are torn down (as DEL with no netns)
 // and removed; then every delegate network in use gets GC with the
 // attachments it still serves, so that libcni DELs its stale cached
 // attachments and 1.1.0 plugins release what is not valid.
-func (e *Engine) GC(ctx context.Context, req *api.Request) error {
-	var cfg gcConfig
-	if err := json.Unmarshal(req.Config, &cfg); err != nil {
-		return types.NewError(types.ErrDecodingFailure, fmt.Sprintf("GC: cni.dev/valid-attachments: %v", err), "")
+func (e *Engine) GC(ctx context.Context, req *cnirequest.Request) error {
+	if req.Invalid != nil { // cni.dev/valid-attachments is malformed
+		return req.Invalid
 	}
 	valid := map[string]bool{}
-	for _, a := range cfg.Valid {
+	for _, a := range req.ValidAttachments {
 		valid[a.ContainerID] = true
 	}
 	ids, err := e.opts.Store.List()
@@ -287,7 +278,7 @@ func (e *Engine) GC(ctx context.Context, req *api.Request) error {
 	networks := map[string]*gcNetwork{}
 	unknown := false
 	for _, id := range ids {
-		if err := e.gcOne(ctx, req.Path, id, valid[id], networks); err != nil {
+		if err := e.gcOne(ctx, req.CNIPath, id, valid[id], networks); err != nil {
 			errs = append(errs, err)
 			unknown = unknown || valid[id]
 		}
@@ -316,7 +307,7 @@ func (e *Engine) GC(ctx context.Context, req *api.Request) error {
 			idle[name] = true
 		}
 	}
-	cni := e.cniFor(req.Path)
+	cni := e.cniFor(req.CNIPath)
 	protectValid(log, cni, valid, networks)
 	for _, n := range networks {
 		gctx, cancel := context.WithTimeout(ctx, e.opts.DelegateTimeout)
@@ -409,7 +400,7 @@ func (e *Engine) reclaim(ctx context.Context, op, cniPath, id string, rec *state
 // Status performs CNI STATUS (CNI spec 1.1): not ready (code 50) until
 // the default network's config is present and ready reports true (the
 // daemon's informers have synced); then the default network's own STATUS.
-func (e *Engine) Status(ctx context.Context, req *api.Request) error {
+func (e *Engine) Status(ctx context.Context, req *cnirequest.Request) error {
 	// Ready first: a default network from a NAD is read through the NAD
 	// informer, which waits for its first list.
 	if e.opts.Ready != nil {
@@ -421,7 +412,7 @@ func (e *Engine) Status(ctx context.Context, req *api.Request) error {
 	if err != nil {
 		return types.NewError(50, fmt.Sprintf("default network not available: %v", err), "")
 	}
-	cni := e.cniFor(req.Path)
+	cni := e.cniFor(req.CNIPath)
 	sctx, cancel := context.WithTimeout(ctx, e.opts.DelegateTimeout)
 	defer cancel()
 	start := time.Now()

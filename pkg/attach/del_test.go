@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/multinet/multinet/internal/cnitest"
+	"github.com/multinet/multinet/pkg/cnirequest"
 	"github.com/multinet/multinet/pkg/cniserver/api"
 	"github.com/multinet/multinet/pkg/kube"
 	"github.com/multinet/multinet/pkg/state"
@@ -354,7 +355,7 @@ func TestGCKeepsValidContainerWithUnreadableRecord(t *testing.T) {
 
 // gcReq is a GC request whose valid attachments are the given containers'
 // eth0.
-func (e *env) gcReq(valid ...string) *api.Request {
+func (e *env) gcReq(valid ...string) *cnirequest.Request {
 	var atts []types.GCAttachment
 	for _, id := range valid {
 		atts = append(atts, types.GCAttachment{ContainerID: id, IfName: "eth0"})
@@ -363,7 +364,7 @@ func (e *env) gcReq(valid ...string) *api.Request {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return &api.Request{V: api.Version, Command: api.CmdGC, Path: e.bin, Config: cfg}
+	return cnirequest.Decode(&api.Request{V: api.Version, Command: api.CmdGC, Path: e.bin, Config: cfg})
 }
 
 // STATUS (CNI 1.1) is not ready (code 50) until the default network's
@@ -396,7 +397,7 @@ func TestStatus(t *testing.T) {
 			if tt.def != nil {
 				e.eng.opts.DefaultNetwork = tt.def(e)
 			}
-			err := e.eng.Status(context.Background(), &api.Request{V: api.Version, Command: api.CmdStatus, Path: e.bin, Config: json.RawMessage(`{"cniVersion":"1.1.0"}`)})
+			err := e.eng.Status(context.Background(), cnirequest.Decode(&api.Request{V: api.Version, Command: api.CmdStatus, Path: e.bin, Config: json.RawMessage(`{"cniVersion":"1.1.0"}`)}))
 			if tt.wantCode == 0 {
 				if err != nil {
 					t.Fatalf("STATUS: %v", err)

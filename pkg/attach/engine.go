@@ -5,7 +5,8 @@
 // state store before answering, and reports the result as the pod's
 // network-status annotation (§5).
 //
-// Engine implements cniserver.Handler. It needs the API server only on ADD
+// Engine takes requests decoded once at the server's edge (pkg/cnirequest;
+// pkg/cniserver.Decoding adapts it to the server). It needs the API server only on ADD
 // (pod and NetworkAttachmentDefinitions from informers); DEL, CHECK and GC
 // work from the attachment records, written before ADD answers.
 package attach
@@ -28,7 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
-	"github.com/multinet/multinet/pkg/cniserver"
+	"github.com/multinet/multinet/pkg/cnirequest"
 	"github.com/multinet/multinet/pkg/devinfo"
 	"github.com/multinet/multinet/pkg/draclaims"
 	"github.com/multinet/multinet/pkg/netconf"
@@ -298,7 +299,7 @@ type keyedEntry struct {
 
 // lock locks key and returns its unlock function. It gives up when ctx ends.
 // While it waits for another operation on key, the request gives its
-// concurrency slot back (cniserver.Yield): a request waiting for its
+// concurrency slot back (cnirequest.Yield): a request waiting for its
 // container is no work, and must not keep others from running; it takes a
 // slot again once it has the lock.
 func (k *keyedMutex) lock(ctx context.Context, key string) (func(), error) {
@@ -325,7 +326,7 @@ func (k *keyedMutex) lock(ctx context.Context, key string) (func(), error) {
 	if e.mu.TryLock() {
 		return func() { e.mu.Unlock(); release() }, nil
 	}
-	resume := cniserver.Yield(ctx)
+	resume := cnirequest.Yield(ctx)
 	got := make(chan struct{})
 	go func() {
 		e.mu.Lock()

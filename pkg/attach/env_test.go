@@ -27,6 +27,7 @@ import (
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
 	"github.com/multinet/multinet/internal/apiservertest"
 	"github.com/multinet/multinet/internal/cnitest"
+	"github.com/multinet/multinet/pkg/cnirequest"
 	"github.com/multinet/multinet/pkg/cniserver/api"
 	"github.com/multinet/multinet/pkg/selection"
 	"github.com/multinet/multinet/pkg/state"
@@ -364,8 +365,14 @@ func (e *env) podWithNetworks(networks string) *corev1.Pod {
 }
 
 // req returns a CNI request of cmd for container id of pod (nil: no pod)
-// in the env's netns, with the runtime config in cniVersion 0.4.0.
-func (e *env) req(cmd, id string, pod *corev1.Pod) *api.Request {
+// in the env's netns, with the runtime config in cniVersion 0.4.0, decoded
+// as multinetd's server decodes it.
+func (e *env) req(cmd, id string, pod *corev1.Pod) *cnirequest.Request {
+	return cnirequest.Decode(e.wire(cmd, id, pod))
+}
+
+// wire is req as the shim sends it.
+func (e *env) wire(cmd, id string, pod *corev1.Pod) *api.Request {
 	args := "IgnoreUnknown=1;K8S_POD_INFRA_CONTAINER_ID=" + id
 	if pod != nil {
 		args += fmt.Sprintf(";K8S_POD_NAMESPACE=%s;K8S_POD_NAME=%s;K8S_POD_UID=%s", pod.Namespace, pod.Name, pod.UID)

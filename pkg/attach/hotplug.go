@@ -14,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/multinet/multinet/pkg/cniserver/api"
+	"github.com/multinet/multinet/pkg/cnirequest"
 	"github.com/multinet/multinet/pkg/devinfo"
 	"github.com/multinet/multinet/pkg/kube"
 	"github.com/multinet/multinet/pkg/netconf"
@@ -540,7 +540,7 @@ func (h *hotPlug) planOne(a netconf.Attachment, nameErr error) (p *plan, el []by
 // when the rollback fails too, left planned for the next attempt (true).
 func (h *hotPlug) attachOne(ctx context.Context, a *netconf.Attachment, i int, deviceInfoFile string) bool {
 	e := h.e
-	req := &api.Request{ContainerID: h.rec.ContainerID, Netns: h.rec.Netns}
+	req := &cnirequest.Request{ContainerID: h.rec.ContainerID, Netns: h.rec.Netns}
 	res, err := e.runAdd(ctx, h.cni, a, req, h.args)
 	var raw []byte
 	if err == nil {

@@ -110,7 +110,7 @@ func (h *hungEnv) waitStarted(n int) {
 
 // reqIn is env.req for container id in its own netns (nil: the env's).
 func (h *hungEnv) reqIn(cmd, id string, pod *corev1.Pod, netns string) *api.Request {
-	r := h.req(cmd, id, pod)
+	r := h.wire(cmd, id, pod)
 	if netns != "" {
 		r.Netns = netns
 	}
@@ -150,7 +150,7 @@ func serve(t *testing.T, eng *Engine, opts cniserver.Options) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := cniserver.New(eng, opts)
+	s := cniserver.New(cniserver.Decoding(eng), opts)
 	go func() { _ = s.Serve(l) }()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/multinet/multinet/internal/cnitest"
+	"github.com/multinet/multinet/pkg/cnirequest"
 	"github.com/multinet/multinet/pkg/cniserver/api"
 )
 
@@ -20,9 +21,9 @@ func TestAddNetworkNamespaceArg(t *testing.T) {
 	e.bridgeNAD("net-a")
 	pod := e.podWithNetworks("net-a")
 	id := "ctr-" + cnitest.UniqueName("")
-	req := e.req(api.CmdAdd, id, pod)
-	req.Args += ";" + api.ArgNetworkNamespace + "=kube-system"
-	if _, err := e.eng.Add(context.Background(), req); err != nil {
+	w := e.wire(api.CmdAdd, id, pod)
+	w.Args += ";" + api.ArgNetworkNamespace + "=kube-system"
+	if _, err := e.eng.Add(context.Background(), cnirequest.Decode(w)); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{"eth0": api.ArgNetworkNamespace + "=", "net1": api.ArgNetworkNamespace + "=" + podNS}

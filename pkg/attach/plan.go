@@ -91,7 +91,7 @@ func planError(code uint, format string, args ...any) error {
 // caller can post the Event on the pod.
 func (e *Engine) buildPlan(ctx context.Context, ifName, containerID string, args podArgs, runtimeConfig map[string]any, withDevices bool) (*plan, error) {
 	p := &plan{}
-	if args.hasPod() && e.opts.Pods != nil {
+	if args.HasPod() && e.opts.Pods != nil {
 		pod, err := e.opts.Pods.Get(ctx, args.Namespace, args.Name, args.UID)
 		if err != nil {
 			return nil, planError(types.ErrTryAgainLater, "pod %s/%s: %v", args.Namespace, args.Name, err)

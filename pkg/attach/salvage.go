@@ -14,7 +14,7 @@ import (
 	apitypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
-	"github.com/multinet/multinet/pkg/cniserver/api"
+	"github.com/multinet/multinet/pkg/cnirequest"
 	"github.com/multinet/multinet/pkg/devinfo"
 	"github.com/multinet/multinet/pkg/kube"
 	"github.com/multinet/multinet/pkg/netconf"
@@ -64,7 +64,7 @@ type salvaged struct {
 // now, else the default network on req.IfName. The corrupt file is renamed
 // aside (state.Store.SetAside) so that its bytes are never overwritten.
 // Attachments are deduplicated by network name and interface.
-func (e *Engine) salvage(ctx context.Context, cniPath, id string, req *api.Request, old *state.Record, loadErr error) *salvaged {
+func (e *Engine) salvage(ctx context.Context, cniPath, id string, req *cnirequest.Request, old *state.Record, loadErr error) *salvaged {
 	log := klog.FromContext(ctx).WithValues("containerID", id)
 	s := &salvaged{rec: &state.Record{ContainerID: id}}
 	seen := map[string]bool{}
@@ -115,7 +115,7 @@ func (e *Engine) salvage(ctx context.Context, cniPath, id string, req *api.Reque
 		from("the partial record", len(s.rec.Attachments))
 	}
 	if req != nil {
-		s.rec.Netns, s.rec.CNIArgs = req.Netns, req.Args
+		s.rec.Netns, s.rec.CNIArgs = req.Netns, req.RawArgs
 	}
 
 	// libcni's cache: the delegates' own account of what they attached.
@@ -141,7 +141,7 @@ func (e *Engine) salvage(ctx context.Context, cniPath, id string, req *api.Reque
 	from("libcni's cache", n)
 
 	args, aerr := parseArgs(s.rec.CNIArgs)
-	if aerr == nil && args.hasPod() {
+	if aerr == nil && args.HasPod() {
 		s.rec.PodNamespace, s.rec.PodName, s.rec.PodUID = args.Namespace, args.Name, args.UID
 	}
 	if s.rec.PodNamespace != "" && s.rec.PodName != "" {
@@ -176,8 +176,8 @@ func (e *Engine) salvage(ctx context.Context, cniPath, id string, req *api.Reque
 // the request names none) and the pod. apiErr is set when the pod's
 // networks could not be read (the API server is not answering); the
 // default network is returned then.
-func (e *Engine) salvagePlan(ctx context.Context, req *api.Request, args podArgs, argsErr error) ([]state.Attachment, *corev1.Pod, error) {
-	runtimeConfig, _ := netconf.RuntimeConfigFromConfig(req.Config)
+func (e *Engine) salvagePlan(ctx context.Context, req *cnirequest.Request, args podArgs, argsErr error) ([]state.Attachment, *corev1.Pod, error) {
+	runtimeConfig := req.RuntimeConfig
 	pctx, cancel := context.WithTimeout(ctx, fallbackPlanTimeout)
 	defer cancel()
 	var apiErr error
@@ -185,7 +185,7 @@ func (e *Engine) salvagePlan(ctx context.Context, req *api.Request, args podArgs
 	switch {
 	case argsErr != nil:
 		apiErr = fmt.Errorf("CNI_ARGS: %w", argsErr)
-	case !args.hasPod() || e.opts.Pods == nil:
+	case !args.HasPod() || e.opts.Pods == nil:
 		// no pod: the default network is all there is
 	default:
 		_, err := e.opts.Pods.Get(pctx, args.Namespace, args.Name, args.UID)

@@ -9,6 +9,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/multinet/multinet/internal/cnitest"
+	"github.com/multinet/multinet/pkg/cnirequest"
 	"github.com/multinet/multinet/pkg/cniserver/api"
 	"github.com/multinet/multinet/pkg/kube"
 	"github.com/multinet/multinet/pkg/state"
@@ -111,17 +112,17 @@ func TestDelAfterAddThatRanNoDelegate(t *testing.T) {
 func TestDelEmptyRecordWithBadArgs(t *testing.T) {
 	e := newEnv(t, nil)
 	id := "ctr-" + cnitest.UniqueName("")
-	req := e.req(api.CmdAdd, id, nil)
-	req.Args = "K8S_POD_NAME" // no '=': parseArgs fails
-	if _, err := e.eng.Add(context.Background(), req); err == nil {
+	w := e.wire(api.CmdAdd, id, nil)
+	w.Args = "K8S_POD_NAME" // no '=': parseArgs fails
+	if _, err := e.eng.Add(context.Background(), cnirequest.Decode(w)); err == nil {
 		t.Fatal("ADD with unparsable CNI_ARGS succeeded")
 	}
 	rec, err := e.store.Load(id)
 	if err != nil || len(rec.Attachments) != 0 {
 		t.Fatalf("record after the failed ADD = %+v, %v; want one with no attachments", rec, err)
 	}
-	req.Command = api.CmdDel
-	if err := e.eng.Del(context.Background(), req); err != nil {
+	w.Command = api.CmdDel
+	if err := e.eng.Del(context.Background(), cnirequest.Decode(w)); err != nil {
 		t.Fatalf("DEL: %v", err)
 	}
 	if got := e.exec.of(""); len(got) != 0 {

@@ -8,7 +8,7 @@
 // delegates that may hang until their timeout) never take the capacity DEL,
 // CHECK, GC and STATUS need. A handler that waits for something other than
 // work of its own (another request on the same container, a delegate that
-// does not answer) gives its slot back meanwhile (Yield).
+// does not answer) gives its slot back meanwhile (cnirequest.Yield).
 //
 // It does not import Prometheus: metrics plug in through Observer.
 package cniserver
@@ -26,6 +26,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/multinet/multinet/pkg/cnirequest"
 	"github.com/multinet/multinet/pkg/cniserver/api"
 )
 
@@ -402,7 +403,7 @@ func (s *Server) run(ctx context.Context, req *api.Request, read time.Time) (res
 	}
 	defer sl.release()
 	start := time.Now()
-	resp = s.call(context.WithValue(ctx, slotKey{}, sl), req)
+	resp = s.call(cnirequest.WithSlot(ctx, sl), req)
 	ran = time.Since(start)
 	queued = start.Sub(read) + sl.waited()
 	if resp.Error != nil {
@@ -415,12 +416,9 @@ func (s *Server) run(ctx context.Context, req *api.Request, read time.Time) (res
 	return resp, queued, ran
 }
 
-// slotKey is the context key of a request's *slot.
-type slotKey struct{}
-
 // slot is one request's hold on the server's concurrency: an ADD holds one
 // of addSlots and one of slots, any other command one of slots. It is given
-// back and taken again by Yield.
+// back and taken again by Yield (cnirequest.Yield).
 type slot struct {
 	s   *Server
 	add bool
@@ -486,19 +484,11 @@ func (sl *slot) waited() time.Duration {
 	return sl.rewait
 }
 
-// Yield gives back the concurrency slot of the request whose context is
-// ctx, for a handler about to wait for something that is no work of its own:
-// another request's operation on the same container, a delegate that has not
-// answered for long. Other requests run in the meantime. It returns resume,
-// which takes a slot again, waiting until waitCtx ends; resume's error (the
-// context's cause) means the slot is not held, and the handler should give
-// up. Without a slot in ctx (a handler called directly, or one that already
-// yielded), Yield does nothing and resume returns nil. resume may be called
-// from another goroutine than Yield, but not concurrently with another
-// Yield of the same request.
-func Yield(ctx context.Context) (resume func(waitCtx context.Context) error) {
-	sl, _ := ctx.Value(slotKey{}).(*slot)
-	if sl == nil || !sl.release() {
+// Yield gives the slot back (cnirequest.Slot, which handlers reach through
+// cnirequest.Yield) and returns resume, which takes one again, waiting
+// until waitCtx ends. A slot not held yields nothing.
+func (sl *slot) Yield() (resume func(waitCtx context.Context) error) {
+	if !sl.release() {
 		return func(context.Context) error { return nil }
 	}
 	return func(waitCtx context.Context) error {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/multinet/multinet/pkg/cnirequest"
 	"github.com/multinet/multinet/pkg/cniserver/api"
 )
 
@@ -572,7 +573,7 @@ func TestYieldGivesTheSlotBack(t *testing.T) {
 			note("other ran")
 			return nil
 		}
-		resume := Yield(ctx)
+		resume := cnirequest.Yield(ctx)
 		close(waiting)
 		<-proceed
 		if err := resume(ctx); err != nil {
@@ -608,7 +609,7 @@ func TestYieldGivesTheSlotBack(t *testing.T) {
 	}
 
 	// Without a slot in the context, Yield does nothing.
-	if err := Yield(context.Background())(context.Background()); err != nil {
+	if err := cnirequest.Yield(context.Background())(context.Background()); err != nil {
 		t.Errorf("Yield without a slot: %v", err)
 	}
 }
@@ -627,7 +628,7 @@ func TestYieldResumeAtDeadline(t *testing.T) {
 			<-hold
 			return nil
 		case "waiter":
-			resume := Yield(ctx)
+			resume := cnirequest.Yield(ctx)
 			close(yielded)
 			select {
 			case <-held:

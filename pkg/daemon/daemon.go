@@ -440,7 +440,7 @@ func (d *daemon) cniServerComponent() lifecycle.Component {
 			if listener, err = cniserver.Listen(d.cfg.SocketPath); err != nil {
 				return fmt.Errorf("shim socket: %w", err)
 			}
-			server = cniserver.New(d.engine, cniserver.Options{
+			server = cniserver.New(cniserver.Decoding(d.engine), cniserver.Options{
 				MaxInFlight:      d.cfg.MaxInFlight,
 				ReservedInFlight: d.cfg.ReservedInFlight,
 				RequestTimeout:   d.cfg.RequestTimeout.Duration,

@@ -696,7 +696,7 @@ func rebuildList(list *libcni.NetworkConfigList, plugins []*libcni.PluginConfig,
 
 // DefaultAttachment plans the cluster-wide default network's attachment (spec
 // §6): on the runtime's ifName, with the runtimeConfig the runtime gave
-// multinet (see RuntimeConfigFromConfig) restricted to keys some plugin of
+// multinet (cnirequest.Request.RuntimeConfig) restricted to keys some plugin of
 // list declares. Only this attachment ever gets the runtime's runtimeConfig
 // (§7.5). network names it in errors and records (a NAD key or a file name).
 func DefaultAttachment(network string, list *libcni.NetworkConfigList, ifName string, runtimeConfig map[string]any) (Attachment, error) {
@@ -731,24 +731,4 @@ func DefaultCapabilityArgs(runtimeConfig map[string]any, list *libcni.NetworkCon
 		out[k] = v
 	}
 	return out
-}
-
-// RuntimeConfigFromConfig returns the "runtimeConfig" object of the CNI config
-// the container runtime passed to multinet's shim (its stdin), nil when there
-// is none. An error names the field.
-func RuntimeConfigFromConfig(stdin []byte) (map[string]any, error) {
-	var conf struct {
-		RuntimeConfig json.RawMessage `json:"runtimeConfig"`
-	}
-	if err := json.Unmarshal(stdin, &conf); err != nil {
-		return nil, fmt.Errorf("CNI config from the runtime: %w", err)
-	}
-	if len(conf.RuntimeConfig) == 0 || string(conf.RuntimeConfig) == "null" {
-		return nil, nil
-	}
-	var rc map[string]any
-	if err := json.Unmarshal(conf.RuntimeConfig, &rc); err != nil {
-		return nil, fmt.Errorf("CNI config from the runtime: field runtimeConfig: not a JSON object: %w", err)
-	}
-	return rc, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/version"
 
+	"github.com/multinet/multinet/pkg/cnirequest"
 	"github.com/multinet/multinet/pkg/selection"
 )
 
@@ -357,9 +358,9 @@ func TestDefaultNetworkRuntimeConfigIsolation(t *testing.T) {
 		"runtimeConfig":{"portMappings":[{"hostPort":30080,"containerPort":80,"protocol":"tcp"}],
 			"bandwidth":{"ingressRate":1000,"ingressBurst":1000},
 			"io.kubernetes.cri.pod-annotations":{"a":"b"}}}`)
-	rc, err := RuntimeConfigFromConfig(runtimeStdin)
+	rc, err := cnirequest.RuntimeConfig(runtimeStdin)
 	if err != nil || len(rc) != 3 {
-		t.Fatalf("RuntimeConfigFromConfig = %v, %v", rc, err)
+		t.Fatalf("cnirequest.RuntimeConfig = %v, %v", rc, err)
 	}
 	defList := mustResolve(t, "cbr0", `{"cniVersion":"1.0.0","name":"cbr0","plugins":[{"type":"flannel"},{"type":"portmap","capabilities":{"portMappings":true}}]}`)
 	def, err := DefaultAttachment("cbr0", defList, "eth0", rc)
@@ -393,13 +394,13 @@ func TestDefaultNetworkRuntimeConfigIsolation(t *testing.T) {
 	}
 
 	for _, in := range []string{`{"type":"x"}`, `{"runtimeConfig":null}`} {
-		if rc, err := RuntimeConfigFromConfig([]byte(in)); err != nil || rc != nil {
-			t.Errorf("RuntimeConfigFromConfig(%s) = %v, %v; want nil, nil", in, rc, err)
+		if rc, err := cnirequest.RuntimeConfig([]byte(in)); err != nil || rc != nil {
+			t.Errorf("cnirequest.RuntimeConfig(%s) = %v, %v; want nil, nil", in, rc, err)
 		}
 	}
 	for _, in := range []string{`[`, `{"runtimeConfig":[1]}`} {
-		if _, err := RuntimeConfigFromConfig([]byte(in)); err == nil {
-			t.Errorf("RuntimeConfigFromConfig(%s) succeeded", in)
+		if _, err := cnirequest.RuntimeConfig([]byte(in)); err == nil {
+			t.Errorf("cnirequest.RuntimeConfig(%s) succeeded", in)
 		}
 	}
 	if _, err := DefaultAttachment("cbr0", defList, "", nil); err == nil {

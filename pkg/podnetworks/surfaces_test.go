@@ -28,6 +28,7 @@ import (
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
 	"github.com/multinet/multinet/pkg/attach"
 	nadlisters "github.com/multinet/multinet/pkg/client/listers/k8s.cni.cncf.io/v1"
+	"github.com/multinet/multinet/pkg/cnirequest"
 	"github.com/multinet/multinet/pkg/cniserver/api"
 	"github.com/multinet/multinet/pkg/kube"
 	"github.com/multinet/multinet/pkg/lint"
@@ -401,7 +402,7 @@ func checkDaemon(t *testing.T, c surfaceCase, want []string, contains bool) {
 	req := &api.Request{V: api.Version, Command: api.CmdAdd, ContainerID: "ctr-1", Netns: "/var/run/netns/fake", IfName: "eth0",
 		Args: fmt.Sprintf("IgnoreUnknown=1;K8S_POD_NAMESPACE=%s;K8S_POD_NAME=%s;K8S_POD_UID=%s", p.Namespace, p.Name, p.UID),
 		Path: t.TempDir(), Config: json.RawMessage(`{"cniVersion":"1.0.0","name":"multinet","type":"multinet-shim"}`)}
-	_, err = eng.Add(context.Background(), req)
+	_, err = eng.Add(context.Background(), cnirequest.Decode(req))
 	if len(want) == 0 {
 		if err != nil {
 			t.Errorf("multinetd ADD: %v, want success", err)

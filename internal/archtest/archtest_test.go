@@ -1,0 +1,180 @@
+package archtest
+
+import (
+	"go/token"
+	"go/types"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/tools/go/packages"
+)
+
+const (
+	module = "github.com/multinet/multinet"
+	// engine is the CNI engine's package.
+	engine = module + "/pkg/attach"
+	// server and wire are the shim⇄daemon server and its wire types: the
+	// engine's edge, which decodes requests for it.
+	server = module + "/pkg/cniserver"
+	wire   = module + "/pkg/cniserver/api"
+)
+
+// load type-checks the packages of patterns (their non-test files, as the
+// binaries build them).
+func load(t *testing.T, patterns ...string) map[string]*packages.Package {
+	t.Helper()
+	cfg := &packages.Config{
+		Mode: packages.NeedName | packages.NeedImports | packages.NeedTypes | packages.NeedTypesInfo | packages.NeedSyntax,
+		Dir:  "../..",
+	}
+	pkgs, err := packages.Load(cfg, patterns...)
+	if err != nil {
+		t.Fatalf("loading %v: %v", patterns, err)
+	}
+	out := map[string]*packages.Package{}
+	for _, p := range pkgs {
+		for _, e := range p.Errors {
+			t.Errorf("%s: %v", p.PkgPath, e)
+		}
+		out[p.PkgPath] = p
+	}
+	return out
+}
+
+// TestEngineDoesNotSeeTheWireType: the engine neither imports the CNI
+// server nor its wire package, and no function, method, field or
+// interface method of the engine's package has a type that mentions a wire
+// type (the request is decoded once, at the server's edge, into a
+// cnirequest.Request).
+func TestEngineDoesNotSeeTheWireType(t *testing.T) {
+	p := load(t, engine)[engine]
+	if p == nil {
+		t.Fatalf("package %s not loaded", engine)
+	}
+	for path := range p.Imports {
+		if path == server || strings.HasPrefix(path, server+"/") {
+			t.Errorf("%s imports %s: the engine takes decoded requests (pkg/cnirequest) and knows nothing of the server", engine, path)
+		}
+	}
+	for _, name := range p.Types.Scope().Names() {
+		obj := p.Types.Scope().Lookup(name)
+		checkObj(t, p.Fset, obj)
+		if tn, ok := obj.(*types.TypeName); ok {
+			if n, ok := tn.Type().(*types.Named); ok {
+				for m := range n.Methods() {
+					checkObj(t, p.Fset, m)
+				}
+			}
+		}
+	}
+}
+
+// checkObj reports obj when its type mentions a wire type.
+func checkObj(t *testing.T, fset *token.FileSet, obj types.Object) {
+	t.Helper()
+	typ := obj.Type()
+	if tn, ok := obj.(*types.TypeName); ok {
+		typ = tn.Type().Underlying()
+	}
+	if w := mentions(typ, wire, map[types.Type]bool{}); w != "" {
+		t.Errorf("%s: %s has type %s, which mentions the wire type %s", fset.Position(obj.Pos()), obj.Name(), obj.Type(), w)
+	}
+}
+
+// mentions returns the first named type of package pkg that typ is or is
+// made of, "" when none. Named types of other packages are not entered.
+func mentions(typ types.Type, pkg string, seen map[types.Type]bool) string {
+	if seen[typ] {
+		return ""
+	}
+	seen[typ] = true
+	switch t := typ.(type) {
+	case *types.Named:
+		if o := t.Obj(); o.Pkg() != nil && o.Pkg().Path() == pkg {
+			return o.Pkg().Name() + "." + o.Name()
+		}
+		for a := range t.TypeArgs().Types() {
+			if w := mentions(a, pkg, seen); w != "" {
+				return w
+			}
+		}
+		return ""
+	case *types.Alias:
+		return mentions(types.Unalias(t), pkg, seen)
+	case *types.Pointer:
+		return mentions(t.Elem(), pkg, seen)
+	case *types.Slice:
+		return mentions(t.Elem(), pkg, seen)
+	case *types.Array:
+		return mentions(t.Elem(), pkg, seen)
+	case *types.Chan:
+		return mentions(t.Elem(), pkg, seen)
+	case *types.Map:
+		if w := mentions(t.Key(), pkg, seen); w != "" {
+			return w
+		}
+		return mentions(t.Elem(), pkg, seen)
+	case *types.Signature:
+		for _, tup := range []*types.Tuple{t.Params(), t.Results()} {
+			for v := range tup.Variables() {
+				if w := mentions(v.Type(), pkg, seen); w != "" {
+					return w
+				}
+			}
+		}
+	case *types.Struct:
+		for f := range t.Fields() {
+			if w := mentions(f.Type(), pkg, seen); w != "" {
+				return w
+			}
+		}
+	case *types.Interface:
+		for m := range t.Methods() {
+			if w := mentions(m.Type(), pkg, seen); w != "" {
+				return w
+			}
+		}
+	}
+	return ""
+}
+
+// The most methods attach.Engine may have: exported, the CNI verbs (Add,
+// Del, Check, GC, Status) and the few the node agent's other components
+// (hot-plug, the network-status publisher, the reaper) call through their
+// narrow interfaces; in all, exported or not. It had 11 and 68 when
+// hot-plug, the network-status publisher and planning lived in it.
+const (
+	engineExportedBound = 11
+	engineMethodBound   = 68
+)
+
+// TestEngineSurfaceIsTheCNIVerbs: attach.Engine's exported methods are the
+// CNI verbs and few others, and it has few methods in all.
+func TestEngineSurfaceIsTheCNIVerbs(t *testing.T) {
+	p := load(t, engine)[engine]
+	obj := p.Types.Scope().Lookup("Engine")
+	if obj == nil {
+		t.Fatalf("%s.Engine not found", engine)
+	}
+	ms := types.NewMethodSet(types.NewPointer(obj.Type()))
+	var exported []string
+	for m := range ms.Methods() {
+		if m.Obj().Exported() {
+			exported = append(exported, m.Obj().Name())
+		}
+	}
+	for _, verb := range []string{"Add", "Del", "Check", "GC", "Status"} {
+		if !slices.Contains(exported, verb) {
+			t.Errorf("attach.Engine has no method %s (a CNI verb)", verb)
+		}
+	}
+	t.Logf("attach.Engine: %d methods, %d exported: %s", ms.Len(), len(exported), strings.Join(exported, " "))
+	if len(exported) > engineExportedBound {
+		t.Errorf("attach.Engine has %d exported methods, want at most %d: its surface is the CNI verbs; hot-plug, network-status and the reaper are clients behind narrow interfaces (%s)",
+			len(exported), engineExportedBound, strings.Join(exported, " "))
+	}
+	if ms.Len() > engineMethodBound {
+		t.Errorf("attach.Engine has %d methods, want at most %d: one job (run the CNI verbs); planning, hot-plug and network-status are packages of their own", ms.Len(), engineMethodBound)
+	}
+}
