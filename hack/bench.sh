@@ -52,7 +52,9 @@ if [[ $commit != unknown && -n $(git status --porcelain --untracked-files=no -- 
 fi
 command="hack/bench.sh"
 if [[ -n ${MULTUS_BIN_DIR:-} ]]; then command="MULTUS_BIN_DIR=$MULTUS_BIN_DIR $command"; fi
-if [[ $# -gt 0 ]]; then command+=$(printf ' %q' "$@"); fi
+for arg in "$@"; do
+  if [[ $arg =~ ^[A-Za-z0-9_.,/=:+-]+$ ]]; then command+=" $arg"; else command+=$(printf ' %q' "$arg"); fi
+done
 report=(-commit "$commit" -command "$command" -report-dir "$report_dir")
 if [[ -n $report_dir && -n $page ]]; then report+=(-page "$page"); fi
 if [[ $(id -u) -ne 0 ]]; then

@@ -1,15 +1,18 @@
 // Package benchplot draws the benchmark's pictures with gonum.org/v1/plot:
 // latency distributions as empirical cumulative distributions (CDF) and
-// bursts of concurrent operations as timelines, written as SVG. It is tools
-// code for hack/tools/bench (make bench), not part of the product.
+// bursts of concurrent operations as timelines, written as PNG (rendered
+// with gonum's own fonts, so a picture looks the same in every viewer). It
+// is tools code for hack/tools/bench (make bench), not part of the product.
 package benchplot
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
+	"image/color"
 	"os"
 	"slices"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -27,9 +30,15 @@ type Series struct {
 
 // Size of every picture.
 const (
-	width  = 16 * vg.Centimeter
-	height = 10 * vg.Centimeter
+	width  = 20 * vg.Centimeter
+	height = 12 * vg.Centimeter
 )
+
+// label is a series' legend entry: its name and sample size.
+func label(s Series) string { return fmt.Sprintf("%s (n=%d)", s.Name, len(s.Values)) }
+
+// SeriesColor is the colour of the line of series[i] in a picture.
+func SeriesColor(i int) color.Color { return plotutil.Color(i) }
 
 // cdfPoints returns the empirical CDF of values as step points: for each
 // value in ascending order, (value, fraction of values ≤ it). Its first
@@ -71,7 +80,26 @@ func CDF(title, xLabel string, series []Series) (*plot.Plot, error) {
 // after the start. yLabel names what is counted. It fails when no series
 // has a value.
 func Timeline(title, yLabel string, series []Series) (*plot.Plot, error) {
-	return draw(title, "seconds since the start", yLabel, series, timelinePoints)
+	p, err := draw(title, "seconds since the start", yLabel, series, timelinePoints)
+	if err != nil {
+		return nil, err
+	}
+	p.Y.Tick.Marker = countTicks{}
+	return p, nil
+}
+
+// countTicks are plot.DefaultTicks labelled as plain numbers ("50", not
+// "50.00"), for counts.
+type countTicks struct{}
+
+func (countTicks) Ticks(lo, hi float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'f', -1, 64)
+		}
+	}
+	return ts
 }
 
 func draw(title, xLabel, yLabel string, series []Series, points func([]float64) plotter.XYs) (*plot.Plot, error) {
@@ -96,10 +124,10 @@ func draw(title, xLabel, yLabel string, series []Series, points func([]float64) 
 			return nil, fmt.Errorf("%s: series %s: %w", title, s.Name, err)
 		}
 		l.StepStyle = plotter.PostStep
-		l.Color = plotutil.Color(i)
+		l.Color = SeriesColor(i)
 		l.Width = vg.Points(1.5)
 		p.Add(l)
-		p.Legend.Add(fmt.Sprintf("%s (n=%d)", s.Name, len(s.Values)), l)
+		p.Legend.Add(label(s), l)
 		drawn++
 	}
 	if drawn == 0 {
@@ -110,9 +138,9 @@ func draw(title, xLabel, yLabel string, series []Series, points func([]float64) 
 	return p, nil
 }
 
-// SVG renders p as an SVG document.
-func SVG(p *plot.Plot) ([]byte, error) {
-	w, err := p.WriterTo(width, height, "svg")
+// PNG renders p as a PNG image.
+func PNG(p *plot.Plot) ([]byte, error) {
+	w, err := p.WriterTo(width, height, "png")
 	if err != nil {
 		return nil, err
 	}
@@ -123,12 +151,12 @@ func SVG(p *plot.Plot) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// WriteSVG renders p as SVG into path (created or replaced, mode 0644).
-func WriteSVG(p *plot.Plot, path string) error {
+// WritePNG renders p as PNG into path (created or replaced, mode 0644).
+func WritePNG(p *plot.Plot, path string) error {
 	if p == nil {
 		return errors.New("benchplot: no plot")
 	}
-	b, err := SVG(p)
+	b, err := PNG(p)
 	if err != nil {
 		return fmt.Errorf("render %s: %w", path, err)
 	}
