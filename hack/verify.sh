@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# verify.sh: gofmt, go vet (with and without the e2e build tag, and with chaos;
+# verify.sh: the tree stands on its own (hack/verify-tree.sh: no reference outside the
+# repository, no internal issue number, no tracked binary, no tools-only module in
+# the product's go.mod), gofmt, go vet (with and without the e2e build tag, and with chaos;
 # hack/tools, a module of its own, too), no use of a
 # deprecated API (staticcheck's SA1019, with and without the e2e build tag,
 # except in the generated pkg/client/*/),
@@ -22,6 +24,9 @@ ensure_staticcheck() {
   echo "building staticcheck v$STATICCHECK_VERSION into _output/tools"
   GOBIN="$PWD/_output/tools" go install "honnef.co/go/tools/cmd/staticcheck@v$STATICCHECK_VERSION"
 }
+
+echo "== the tree stands on its own (hack/verify-tree.sh)"
+hack/verify-tree.sh
 
 echo "== gofmt"
 unformatted=$(find . -path ./_output -prune -o -path ./.git -prune -o -name '*.go' -print | xargs -r gofmt -l)
