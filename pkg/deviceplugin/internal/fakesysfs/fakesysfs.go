@@ -33,89 +33,120 @@ type Representor struct {
 // Build writes funcs and reps under root. VFs get physfn links and their PFs
 // virtfn<N> links (in the order the VFs are listed) and sriov_numvfs.
 func Build(root string, funcs []Func, reps []Representor) error {
-	devRoot := filepath.Join(root, "devices", "pci0000:00")
-	busDir := filepath.Join(root, "bus", "pci", "devices")
-	classNet := filepath.Join(root, "class", "net")
-	for _, d := range []string{devRoot, busDir, classNet} {
+	t := tree{
+		devRoot:  filepath.Join(root, "devices", "pci0000:00"),
+		busDir:   filepath.Join(root, "bus", "pci", "devices"),
+		classNet: filepath.Join(root, "class", "net"),
+		vfCount:  map[string]int{},
+	}
+	for _, d := range []string{t.devRoot, t.busDir, t.classNet} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
 		}
 	}
-	vfCount := map[string]int{}
 	for _, f := range funcs {
-		dir := filepath.Join(devRoot, f.Addr)
-		class := f.Class
-		if class == "" {
-			class = "0x020000"
-		}
-		files := map[string]string{
-			"vendor": "0x" + f.Vendor, "device": "0x" + f.Device, "class": class,
-			"numa_node": strconv.Itoa(f.NUMA),
-		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := t.addFunc(f); err != nil {
 			return err
 		}
-		for name, v := range files {
-			if err := os.WriteFile(filepath.Join(dir, name), []byte(v+"\n"), 0o644); err != nil {
-				return err
-			}
-		}
-		links := map[string]string{filepath.Join(busDir, f.Addr): "../../../devices/pci0000:00/" + f.Addr}
-		if f.Driver != "" {
-			links[filepath.Join(dir, "driver")] = "../../../bus/pci/drivers/" + f.Driver
-		}
-		if f.IOMMUGroup != "" {
-			links[filepath.Join(dir, "iommu_group")] = "../../../kernel/iommu_groups/" + f.IOMMUGroup
-		}
-		if f.PF != "" {
-			links[filepath.Join(dir, "physfn")] = "../" + f.PF
-			n := vfCount[f.PF]
-			vfCount[f.PF] = n + 1
-			links[filepath.Join(devRoot, f.PF, fmt.Sprintf("virtfn%d", n))] = "../" + f.Addr
-		}
-		for _, nd := range f.NetDevs {
-			ndDir := filepath.Join(dir, "net", nd)
-			if err := os.MkdirAll(ndDir, 0o755); err != nil {
-				return err
-			}
-			if f.SwitchID != "" {
-				if err := os.WriteFile(filepath.Join(ndDir, "phys_switch_id"), []byte(f.SwitchID+"\n"), 0o644); err != nil {
-					return err
-				}
-			}
-			links[filepath.Join(ndDir, "device")] = "../../../" + f.Addr
-			links[filepath.Join(classNet, nd)] = "../../devices/pci0000:00/" + f.Addr + "/net/" + nd
-		}
-		if f.RDMA != "" {
-			if err := os.MkdirAll(filepath.Join(dir, "infiniband", f.RDMA), 0o755); err != nil {
-				return err
-			}
-		}
-		for link, target := range links {
-			if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
-				return err
-			}
-			if err := os.Symlink(target, link); err != nil {
-				return err
-			}
-		}
 	}
-	for pf, n := range vfCount {
-		if err := os.WriteFile(filepath.Join(devRoot, pf, "sriov_numvfs"), []byte(strconv.Itoa(n)+"\n"), 0o644); err != nil {
+	for pf, n := range t.vfCount {
+		if err := os.WriteFile(filepath.Join(t.devRoot, pf, "sriov_numvfs"), []byte(strconv.Itoa(n)+"\n"), 0o644); err != nil {
 			return err
 		}
 	}
 	for _, r := range reps {
-		dir := filepath.Join(root, "devices", "virtual", "net", r.Name)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := addRepresentor(root, t.classNet, r); err != nil {
 			return err
 		}
-		for name, v := range map[string]string{"phys_switch_id": r.SwitchID, "phys_port_name": r.PortName} {
-			if err := os.WriteFile(filepath.Join(dir, name), []byte(v+"\n"), 0o644); err != nil {
-				return err
-			}
+	}
+	return nil
+}
+
+// tree is the fake sysfs being built: its PCI device, bus and class/net
+// dirs, and the VFs counted per PF so far.
+type tree struct {
+	devRoot, busDir, classNet string
+	vfCount                   map[string]int
+}
+
+// addFunc adds PCI function f: its attribute files, its bus, driver, IOMMU
+// group and PF links, its netdevs and RDMA device.
+func (t *tree) addFunc(f Func) error {
+	dir := filepath.Join(t.devRoot, f.Addr)
+	class := f.Class
+	if class == "" {
+		class = "0x020000"
+	}
+	if err := writeFiles(dir, map[string]string{
+		"vendor": "0x" + f.Vendor, "device": "0x" + f.Device, "class": class,
+		"numa_node": strconv.Itoa(f.NUMA),
+	}); err != nil {
+		return err
+	}
+	links := map[string]string{filepath.Join(t.busDir, f.Addr): "../../../devices/pci0000:00/" + f.Addr}
+	if f.Driver != "" {
+		links[filepath.Join(dir, "driver")] = "../../../bus/pci/drivers/" + f.Driver
+	}
+	if f.IOMMUGroup != "" {
+		links[filepath.Join(dir, "iommu_group")] = "../../../kernel/iommu_groups/" + f.IOMMUGroup
+	}
+	if f.PF != "" {
+		links[filepath.Join(dir, "physfn")] = "../" + f.PF
+		n := t.vfCount[f.PF]
+		t.vfCount[f.PF] = n + 1
+		links[filepath.Join(t.devRoot, f.PF, fmt.Sprintf("virtfn%d", n))] = "../" + f.Addr
+	}
+	for _, nd := range f.NetDevs {
+		ndDir := filepath.Join(dir, "net", nd)
+		files := map[string]string{}
+		if f.SwitchID != "" {
+			files["phys_switch_id"] = f.SwitchID
 		}
-		if err := os.Symlink("../../devices/virtual/net/"+r.Name, filepath.Join(classNet, r.Name)); err != nil {
+		if err := writeFiles(ndDir, files); err != nil {
+			return err
+		}
+		links[filepath.Join(ndDir, "device")] = "../../../" + f.Addr
+		links[filepath.Join(t.classNet, nd)] = "../../devices/pci0000:00/" + f.Addr + "/net/" + nd
+	}
+	if f.RDMA != "" {
+		if err := os.MkdirAll(filepath.Join(dir, "infiniband", f.RDMA), 0o755); err != nil {
+			return err
+		}
+	}
+	return symlinks(links)
+}
+
+// addRepresentor adds the virtual netdev of representor r and its
+// class/net link.
+func addRepresentor(root, classNet string, r Representor) error {
+	dir := filepath.Join(root, "devices", "virtual", "net", r.Name)
+	if err := writeFiles(dir, map[string]string{"phys_switch_id": r.SwitchID, "phys_port_name": r.PortName}); err != nil {
+		return err
+	}
+	return os.Symlink("../../devices/virtual/net/"+r.Name, filepath.Join(classNet, r.Name))
+}
+
+// writeFiles makes dir and writes each file of files (name: value) in it,
+// the value followed by a newline, as sysfs shows attributes.
+func writeFiles(dir string, files map[string]string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for name, v := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(v+"\n"), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// symlinks makes each link (path: target) and its parent dirs.
+func symlinks(links map[string]string) error {
+	for link, target := range links {
+		if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+			return err
+		}
+		if err := os.Symlink(target, link); err != nil {
 			return err
 		}
 	}
