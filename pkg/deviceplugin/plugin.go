@@ -194,37 +194,9 @@ func (p *Plugin) serve(ctx context.Context) (*grpc.Server, <-chan error, error) 
 // when the server must be re-created (our socket was removed or Serve
 // failed), false when ctx is done.
 func (p *Plugin) registerAndWatch(ctx context.Context, log klog.Logger, w *fsnotify.Watcher, served <-chan error) bool {
-	kubeletSock := filepath.Join(p.dir, KubeletSocketName)
-	ourID := identity(p.socket)
-	var registered fileID // the kubelet.sock we registered with; zero = not registered
-	backoff := time.Second
-	retry := time.NewTimer(0)
-	defer retry.Stop()
-
-	socketGone := func() bool { return identity(p.socket) != ourID }
-	// attempt registers unless our socket is gone (then it reports that the
-	// server must be re-created first: kubelet must find us serving).
-	attempt := func() (restart bool) {
-		if socketGone() {
-			log.Info("Device plugin socket removed (kubelet restart?), serving again before registering", "socket", p.socket)
-			return true
-		}
-		id, err := p.register(ctx, kubeletSock)
-		if err != nil {
-			if ctx.Err() != nil {
-				return false
-			}
-			log.Info("Registration with kubelet failed, will retry", "err", err.Error(), "backoff", backoff)
-			retry.Reset(backoff)
-			backoff = min(2*backoff, 30*time.Second)
-			return false
-		}
-		registered, backoff = id, time.Second
-		retry.Stop()
-		log.Info("Registered with kubelet", "socket", p.socket)
-		return false
-	}
-
+	r := &kubeletRegistration{p: p, ctx: ctx, log: log, kubeletSock: filepath.Join(p.dir, KubeletSocketName),
+		ourID: identity(p.socket), backoff: time.Second, retry: time.NewTimer(0)}
+	defer r.retry.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -232,52 +204,104 @@ func (p *Plugin) registerAndWatch(ctx context.Context, log klog.Logger, w *fsnot
 		case err := <-served:
 			log.Error(err, "gRPC server stopped, serving again")
 			return true
-		case <-retry.C:
-			if registered == (fileID{}) && attempt() {
+		case <-r.retry.C:
+			if r.registered == (fileID{}) && r.attempt() {
 				return true
 			}
 		case ev, ok := <-w.Events:
 			if !ok {
 				return false
 			}
-			switch ev.Name {
-			case p.socket:
-				if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
-					if socketGone() {
-						log.Info("Device plugin socket removed (kubelet restart?), serving again and re-registering", "socket", p.socket)
-						return true
-					}
-				}
-			case kubeletSock:
-				// Events may be stale: what counts is the kubelet.sock there now.
-				if ev.Has(fsnotify.Create) {
-					if id := identity(kubeletSock); id != (fileID{}) && id != registered {
-						log.Info("kubelet.sock re-created, re-registering")
-						registered = fileID{}
-						backoff = time.Second
-						if attempt() {
-							return true
-						}
-					}
-				}
+			if r.onEvent(ev) {
+				return true
 			}
 		case err, ok := <-w.Errors:
 			if !ok {
 				return false
 			}
-			// Events may be lost (queue overflow): look at the state directly.
-			log.Error(err, "Watching the device-plugins directory")
-			if socketGone() {
+			if r.onWatchError(err) {
 				return true
-			}
-			if id := identity(kubeletSock); id != (fileID{}) && id != registered {
-				registered = fileID{}
-				if attempt() {
-					return true
-				}
 			}
 		}
 	}
+}
+
+// kubeletRegistration is registerAndWatch's state: our socket's identity, the
+// kubelet.sock registered with (zero: not registered), the retry timer and
+// its backoff. Its methods return true when the server must be re-created.
+type kubeletRegistration struct {
+	p           *Plugin
+	ctx         context.Context
+	log         klog.Logger
+	kubeletSock string
+	ourID       fileID
+	registered  fileID
+	backoff     time.Duration
+	retry       *time.Timer
+}
+
+// socketGone reports whether our socket was removed or replaced.
+func (r *kubeletRegistration) socketGone() bool { return identity(r.p.socket) != r.ourID }
+
+// attempt registers unless our socket is gone (then it reports that the
+// server must be re-created first: kubelet must find us serving); a
+// failure is retried after the backoff.
+func (r *kubeletRegistration) attempt() (restart bool) {
+	if r.socketGone() {
+		r.log.Info("Device plugin socket removed (kubelet restart?), serving again before registering", "socket", r.p.socket)
+		return true
+	}
+	id, err := r.p.register(r.ctx, r.kubeletSock)
+	if err != nil {
+		if r.ctx.Err() != nil {
+			return false
+		}
+		r.log.Info("Registration with kubelet failed, will retry", "err", err.Error(), "backoff", r.backoff)
+		r.retry.Reset(r.backoff)
+		r.backoff = min(2*r.backoff, 30*time.Second)
+		return false
+	}
+	r.registered, r.backoff = id, time.Second
+	r.retry.Stop()
+	r.log.Info("Registered with kubelet", "socket", r.p.socket)
+	return false
+}
+
+// onEvent handles an event of the device-plugins directory: our socket
+// removed, or kubelet.sock re-created (register again at once).
+func (r *kubeletRegistration) onEvent(ev fsnotify.Event) (restart bool) {
+	switch ev.Name {
+	case r.p.socket:
+		if (ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename)) && r.socketGone() {
+			r.log.Info("Device plugin socket removed (kubelet restart?), serving again and re-registering", "socket", r.p.socket)
+			return true
+		}
+	case r.kubeletSock:
+		// Events may be stale: what counts is the kubelet.sock there now.
+		if ev.Has(fsnotify.Create) {
+			if id := identity(r.kubeletSock); id != (fileID{}) && id != r.registered {
+				r.log.Info("kubelet.sock re-created, re-registering")
+				r.registered = fileID{}
+				r.backoff = time.Second
+				return r.attempt()
+			}
+		}
+	}
+	return false
+}
+
+// onWatchError handles a watch error: events may be lost (queue
+// overflow), so it looks at the state directly.
+func (r *kubeletRegistration) onWatchError(err error) (restart bool) {
+	r.log.Error(err, "Watching the device-plugins directory")
+	if r.socketGone() {
+		return true
+	}
+	if id := identity(r.kubeletSock); id != (fileID{}) && id != r.registered {
+		r.registered = fileID{}
+		return r.attempt()
+	}
+	return false
 }
 
 // register calls kubelet's Registration.Register over kubeletSock and
