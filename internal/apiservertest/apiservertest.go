@@ -465,12 +465,55 @@ func tail(file string) string {
 // localhost), an admin client certificate (O=system:masters) and the
 // ServiceAccount signing key pair.
 func (s *Server) writePKI() error {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := newTestCA(time.Now())
 	if err != nil {
-		return fmt.Errorf("apiservertest: CA key: %w", err)
+		return fmt.Errorf("apiservertest: CA: %w", err)
 	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
+	s.caPEM = ca.certPEM
+	srvCert, srvKey, err := ca.leaf(2, pkix.Name{CommonName: "kube-apiserver"}, x509.ExtKeyUsageServerAuth,
+		[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")}, []string{"localhost", "kubernetes.default.svc"})
+	if err != nil {
+		return fmt.Errorf("apiservertest: serving certificate: %w", err)
+	}
+	s.certPEM, s.keyPEM, err = ca.leaf(3, pkix.Name{CommonName: "multinet-test-admin", Organization: []string{"system:masters"}}, x509.ExtKeyUsageClientAuth, nil, nil)
+	if err != nil {
+		return fmt.Errorf("apiservertest: client certificate: %w", err)
+	}
+	saKey, saPub, err := serviceAccountKey()
+	if err != nil {
+		return fmt.Errorf("apiservertest: ServiceAccount key: %w", err)
+	}
+	files := map[string][]byte{
+		"ca.crt":        s.caPEM,
+		"apiserver.crt": srvCert,
+		"apiserver.key": srvKey,
+		"sa.key":        saKey,
+		"sa.pub":        saPub,
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(s.dir, name), data, 0o600); err != nil {
+			return fmt.Errorf("apiservertest: %w", err)
+		}
+	}
+	return nil
+}
+
+// testCA is the server's self-signed CA (P-256, valid from an hour before
+// now for a day): its certificate, parsed and as PEM, and its key.
+type testCA struct {
+	cert    *x509.Certificate
+	certPEM []byte
+	key     *ecdsa.PrivateKey
+	now     time.Time
+}
+
+// newTestCA makes the CA.
+func newTestCA(now time.Time) (*testCA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("key: %w", err)
+	}
+	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(1),
 		Subject:               pkix.Name{CommonName: "multinet-apiservertest-ca"},
 		NotBefore:             now.Add(-time.Hour),
@@ -479,76 +522,63 @@ func (s *Server) writePKI() error {
 		BasicConstraintsValid: true,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
 	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		return fmt.Errorf("apiservertest: CA certificate: %w", err)
+		return nil, fmt.Errorf("certificate: %w", err)
 	}
-	ca, err := x509.ParseCertificate(caDER)
+	cert, err := x509.ParseCertificate(der)
 	if err != nil {
-		return fmt.Errorf("apiservertest: CA certificate: %w", err)
+		return nil, fmt.Errorf("certificate: %w", err)
 	}
-	s.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+	return &testCA{cert: cert, certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), key: key, now: now}, nil
+}
 
-	leaf := func(serial int64, subj pkix.Name, usage x509.ExtKeyUsage, ips []net.IP, dns []string) (certPEM, keyPEM []byte, err error) {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			return nil, nil, err
-		}
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial),
-			Subject:      subj,
-			NotBefore:    now.Add(-time.Hour),
-			NotAfter:     now.Add(24 * time.Hour),
-			KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-			ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-			IPAddresses:  ips,
-			DNSNames:     dns,
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			return nil, nil, err
-		}
-		kder, err := x509.MarshalECPrivateKey(key)
-		if err != nil {
-			return nil, nil, err
-		}
-		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-			pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), nil
-	}
-	srvCert, srvKey, err := leaf(2, pkix.Name{CommonName: "kube-apiserver"}, x509.ExtKeyUsageServerAuth,
-		[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")}, []string{"localhost", "kubernetes.default.svc"})
+// leaf makes a certificate the CA signs, for usage, with the SANs ips and
+// dns; returns it and its key as PEM.
+func (ca *testCA) leaf(serial int64, subj pkix.Name, usage x509.ExtKeyUsage, ips []net.IP, dns []string) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return fmt.Errorf("apiservertest: serving certificate: %w", err)
+		return nil, nil, err
 	}
-	s.certPEM, s.keyPEM, err = leaf(3, pkix.Name{CommonName: "multinet-test-admin", Organization: []string{"system:masters"}}, x509.ExtKeyUsageClientAuth, nil, nil)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(serial),
+		Subject:      subj,
+		NotBefore:    ca.now.Add(-time.Hour),
+		NotAfter:     ca.now.Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+		IPAddresses:  ips,
+		DNSNames:     dns,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
-		return fmt.Errorf("apiservertest: client certificate: %w", err)
+		return nil, nil, err
 	}
-	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	kder, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
-		return fmt.Errorf("apiservertest: ServiceAccount key: %w", err)
+		return nil, nil, err
 	}
-	saDER, err := x509.MarshalECPrivateKey(saKey)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), nil
+}
+
+// serviceAccountKey makes the key pair that signs ServiceAccount tokens:
+// the private key and the public key as PEM.
+func serviceAccountKey() (keyPEM, pubPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return fmt.Errorf("apiservertest: ServiceAccount key: %w", err)
+		return nil, nil, err
 	}
-	saPub, err := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
+	der, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
-		return fmt.Errorf("apiservertest: ServiceAccount key: %w", err)
+		return nil, nil, err
 	}
-	files := map[string][]byte{
-		"ca.crt":        s.caPEM,
-		"apiserver.crt": srvCert,
-		"apiserver.key": srvKey,
-		"sa.key":        pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: saDER}),
-		"sa.pub":        pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPub}),
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return nil, nil, err
 	}
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(s.dir, name), data, 0o600); err != nil {
-			return fmt.Errorf("apiservertest: %w", err)
-		}
-	}
-	return nil
+	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), nil
 }
 
 // ---- one server per test binary ---------------------------------------------
