@@ -137,6 +137,10 @@ demo: ## cluster up + a Deployment pod on the default network
 images: ## OCI images of multinetd, webhook, deviceplugin into _output/images (imported when the local cluster runs; IMPORT=0|1, IMAGE_REPO, IMAGE_TAG)
 	hack/images.sh
 
+.PHONY: helm
+helm: ## generate the Helm chart deploy/helm/multinet from deploy/ (hack/tools/helmchart; make verify checks it is current; docs/install.md "Helm")
+	$(GO) -C hack/tools run ./helmchart -root $(CURDIR) -o $(CURDIR)/deploy/helm/multinet
+
 .PHONY: manifests
 manifests: ## render deploy/overlays/default into _output/deploy/default.yaml; IMAGE_DIGESTS=<file> ("<image> <repository>@sha256:<hex>" lines; make images writes _output/images/digests.txt) pins every image by digest (hack/tools/manifests)
 	$(GO) -C hack/tools build -o $(CURDIR)/$(OUT)/tools/manifests ./manifests

@@ -29,7 +29,15 @@
 #            needs and nothing listed as forbidden (docs/install.md); exits 1 on
 #            any mismatch. DELETE_RBAC=1 removes the ServiceAccounts and RBAC
 #            again afterwards.
+#
+# MULTINET_DEPLOY=helm: apply and down install and uninstall the Helm chart
+# deploy/helm/multinet (release multinet) instead, with the local images and
+# deploy/overlays/local's patches applied by the post-renderer
+# hack/helm/plugins/multinet-local; the helm command is built from the Go
+# module proxy into _output/tools. apply records the mode in
+# _output/deploy/mode, which later runs without MULTINET_DEPLOY follow.
 set -euo pipefail
+explicit_deploy=${MULTINET_DEPLOY-}
 
 # shellcheck source=hack/lib/cluster.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib/cluster.sh"
@@ -45,6 +53,12 @@ DEPLOY_OUT=$MULTINET_ROOT/_output/deploy
 RENDERED=$DEPLOY_OUT/local.yaml
 IMAGES_TXT=$MULTINET_ROOT/_output/images/images.txt
 NETNS_DIR=$CONTAINERD_NETNS_DIR
+MODE_FILE=$DEPLOY_OUT/mode
+if [[ -z $explicit_deploy && -s $MODE_FILE ]]; then MULTINET_DEPLOY=$(<"$MODE_FILE"); fi
+HELM_VERSION=v4.3.1
+HELM=$MULTINET_ROOT/_output/tools/helm
+CHART=$MULTINET_ROOT/deploy/helm/multinet
+RELEASE=multinet
 
 require_cluster() {
   [[ -f $ENV_FILE ]] || die "no local cluster ($ENV_FILE missing): make cluster-up"
@@ -135,6 +149,37 @@ stop_host_components() {
   done
 }
 
+# ensure_helm builds helm $HELM_VERSION into _output/tools (go install from
+# the module proxy) unless it is there.
+ensure_helm() {
+  [[ $("$HELM" version --short 2>/dev/null || true) == "$HELM_VERSION"* ]] && return 0
+  log "building helm $HELM_VERSION into _output/tools (go install)"
+  GOBIN=$MULTINET_ROOT/_output/tools go install "helm.sh/helm/v4/cmd/helm@$HELM_VERSION"
+}
+
+# helm_cmd runs helm against the local cluster with the post-renderer plugin
+# of hack/helm/plugins and what it needs.
+helm_cmd() (
+  export MULTINET_ROOT CLUSTER_DIR
+  HELM_PLUGINS=$MULTINET_ROOT/hack/helm/plugins KUSTOMIZE="$(kubectl_bin) kustomize" \
+    "$HELM" --kubeconfig "$KUBECONFIG_FILE" -n "$NS" "$@"
+)
+
+# helm_install installs (or upgrades to) the chart with the images of the
+# last `make images`, never pulled; the namespace and the CRDs exist already
+# (the host bootstrap made them), and the objects a host-process webhook
+# made (its Secret) are taken over. Extra arguments go to helm upgrade.
+helm_install() {
+  local sets=(--set imagePullPolicy=Never --set namespace.create=false) name ref key
+  while read -r name ref; do
+    key=$name
+    [[ $name == dra-driver ]] && key=draDriver
+    sets+=(--set "images.$key.repository=${ref%:*}" --set "images.$key.tag=${ref##*:}")
+  done <"$IMAGES_TXT"
+  helm_cmd upgrade --install "$RELEASE" "$CHART" --take-ownership --force-conflicts \
+    --post-renderer multinet-local "${sets[@]}" "$@" >/dev/null
+}
+
 up() {
   require_cluster
   IMPORT=1 "$MULTINET_ROOT/hack/images.sh"
@@ -152,10 +197,17 @@ apply() {
   # The CRDs first: the rest may not be applied before they are established.
   kc apply -f "$RENDERED" -l app.kubernetes.io/component=crds >/dev/null
   kc wait --for=condition=Established --timeout=60s crd -l app.kubernetes.io/component=crds >/dev/null
-  # (The host bootstrap created the namespace without kubectl apply; apply
-  # adopts it and says so on stderr.)
-  kc apply -f "$RENDERED" 2> >(grep -v 'is missing the kubectl.kubernetes.io/last-applied' >&2) >/dev/null
-  log "applied; waiting for multinetd, the webhook and the device plugin"
+  if [[ $MULTINET_DEPLOY == helm ]]; then
+    ensure_helm
+    helm_install
+    log "helm release $RELEASE installed (deploy/helm/multinet); waiting for multinetd, the webhook and the device plugin"
+  else
+    # (The host bootstrap created the namespace without kubectl apply; apply
+    # adopts it and says so on stderr.)
+    kc apply -f "$RENDERED" 2> >(grep -v 'is missing the kubectl.kubernetes.io/last-applied' >&2) >/dev/null
+    log "applied; waiting for multinetd, the webhook and the device plugin"
+  fi
+  echo "$MULTINET_DEPLOY" >"$MODE_FILE"
   rollout daemonset/multinetd
   wait_until "multinetd writes 00-multinet.conflist" 60 "" conf_written
   # A node whose CNI config was gone (an uninstall) is NotReady until then;
@@ -175,7 +227,12 @@ down() {
   [[ -f $RENDERED ]] || render
   # Everything but the CRDs, which cluster-up installed and which hold the
   # NADs of whoever else uses the cluster.
-  kc delete -f "$RENDERED" -l 'app.kubernetes.io/component!=crds' --ignore-not-found --wait=true >/dev/null
+  if [[ $MULTINET_DEPLOY == helm ]]; then
+    ensure_helm
+    helm_cmd uninstall "$RELEASE" --ignore-not-found --wait >/dev/null
+  else
+    kc delete -f "$RENDERED" -l 'app.kubernetes.io/component!=crds' --ignore-not-found --wait=true >/dev/null
+  fi
   log "deleted the deployed components; starting the host-process ones again"
   # multinetd, then (cluster-devices.sh up) the device plugin, the webhook
   # and its configurations.
@@ -216,9 +273,22 @@ up) up ;;
 apply) apply ;;
 down) down ;;
 status) kc -n "$NS" get daemonsets,deployments,pods -o wide ;;
+helm-upgrade)
+  # helm upgrade of the release with extra arguments (--set ...): the e2e
+  # test of an upgrade.
+  require_cluster
+  ensure_helm
+  shift
+  helm_install "$@"
+  ;;
+helm) # helm ARGS...: helm against the local cluster and the release's namespace
+  ensure_helm
+  shift
+  helm_cmd "$@"
+  ;;
 rbac) rbac_check ;;
 *)
-  echo "usage: $0 render|up|apply|down|status|rbac" >&2
+  echo "usage: $0 render|up|apply|down|status|rbac|helm-upgrade ARGS|helm ARGS" >&2
   exit 2
   ;;
 esac

@@ -13,14 +13,15 @@
 #   MULTINET_CNI=bridge|multinet  default network: the mnbr0 bridge conflist
 #                                 (default), or multinetd through
 #                                 $MULTINET_CNI_HOOK (hack/cluster-cni-multinet.sh)
-#   MULTINET_DEPLOY=manifests|host  with MULTINET_CNI=multinet: once the node
+#   MULTINET_DEPLOY=manifests|helm|host  with MULTINET_CNI=multinet: once the node
 #                                 is Ready, replace the host-process
 #                                 bootstrap (multinetd, webhook, device
 #                                 plugin) with the deployed components, as
 #                                 users install them: make images and
 #                                 kubectl apply -k deploy/overlays/local
-#                                 (hack/cluster-deployed.sh up; default), or
-#                                 keep the host processes (host)
+#                                 (hack/cluster-deployed.sh up; default), the
+#                                 same from the Helm chart deploy/helm/multinet
+#                                 (helm), or keep the host processes (host)
 #   DEFAULT_NETWORK=containerd|kindnet  the default network's conflist:
 #                                 containerd's example (default) or kind's
 #                                 kindnet (see default_network_conflist)
@@ -59,7 +60,7 @@ preflight() {
   *) die "MULTINET_CNI=$MULTINET_CNI: want bridge or multinet" ;;
   esac
   [[ $DEFAULT_NETWORK == containerd || $DEFAULT_NETWORK == kindnet ]] || die "DEFAULT_NETWORK=$DEFAULT_NETWORK: want containerd or kindnet"
-  [[ $MULTINET_DEPLOY == manifests || $MULTINET_DEPLOY == host ]] || die "MULTINET_DEPLOY=$MULTINET_DEPLOY: want manifests or host"
+  [[ $MULTINET_DEPLOY == manifests || $MULTINET_DEPLOY == helm || $MULTINET_DEPLOY == host ]] || die "MULTINET_DEPLOY=$MULTINET_DEPLOY: want manifests, helm or host"
   [[ $POD_CIDR =~ ^10\.([0-9]{1,3})\.([0-9]{1,3})\.0/(1[6-9]|2[0-4])$ ]] && ((BASH_REMATCH[1] < 256 && BASH_REMATCH[2] < 256)) ||
     die "POD_CIDR=$POD_CIDR: want a 10.x.y.0/16-24 subnet (only inside this machine)"
   [[ $NODE_NAME =~ ^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$ ]] || die "host name '$NODE_NAME' is not a valid node name"
@@ -500,10 +501,10 @@ smoke_pod_ip() {
 # deploy_manifests swaps the host-process components for the DaemonSets and
 # the Deployment of deploy/overlays/local (MULTINET_DEPLOY=manifests).
 deploy_manifests() {
-  [[ $MULTINET_CNI == multinet && $MULTINET_DEPLOY == manifests ]] || return 0
-  log "MULTINET_DEPLOY=manifests: make images + kubectl apply -k deploy/overlays/local (hack/cluster-deployed.sh up)"
+  [[ $MULTINET_CNI == multinet && ($MULTINET_DEPLOY == manifests || $MULTINET_DEPLOY == helm) ]] || return 0
+  log "MULTINET_DEPLOY=$MULTINET_DEPLOY: make images + kubectl apply -k deploy/overlays/local (hack/cluster-deployed.sh up)"
   local t=$SECONDS
-  MULTINET_CLUSTER_ENV=$ENV_FILE "$MULTINET_ROOT/hack/cluster-deployed.sh" up >"$LOG_DIR/deploy.log" 2>&1 ||
+  MULTINET_DEPLOY=$MULTINET_DEPLOY MULTINET_CLUSTER_ENV=$ENV_FILE "$MULTINET_ROOT/hack/cluster-deployed.sh" up >"$LOG_DIR/deploy.log" 2>&1 ||
     { tail -n 30 "$LOG_DIR/deploy.log" >&2; die "hack/cluster-deployed.sh up failed (log: $LOG_DIR/deploy.log)"; }
   log "multinet deployed in $((SECONDS - t))s: multinetd, multinet-webhook, multinet-deviceplugin Ready"
 }

@@ -72,6 +72,9 @@ if [[ -x hack/verify-codegen.sh ]]; then
   echo "== hack/verify-codegen.sh"
   hack/verify-codegen.sh
 fi
+# The Helm chart is generated from deploy/ (make helm).
+echo "== the Helm chart is current (make helm)"
+go -C hack/tools run ./helmchart -root "$PWD" -o "$PWD/deploy/helm/multinet" -check
 echo "== govulncheck (hack/govulncheck.sh)"
 hack/govulncheck.sh
 

@@ -147,8 +147,8 @@ nodes_preflight() {
   [[ ! $NODES =~ ^[0-9]+$ ]] || ((k <= NODES)) || die "NODE_LAYOUTS=\"$NODE_LAYOUTS\" names $k nodes, NODES=$NODES"
   ((NODES == 1)) && return 0
   [[ $NODES =~ ^[0-9]+$ ]] && ((NODES >= 1 && NODES <= 9)) || die "NODES=$NODES: want 1 to 9"
-  [[ $MULTINET_CNI == multinet && $MULTINET_DEPLOY == manifests ]] ||
-    die "NODES=$NODES needs MULTINET_CNI=multinet and MULTINET_DEPLOY=manifests (multinet runs as DaemonSets on every node)"
+  [[ $MULTINET_CNI == multinet && ($MULTINET_DEPLOY == manifests || $MULTINET_DEPLOY == helm) ]] ||
+    die "NODES=$NODES needs MULTINET_CNI=multinet and MULTINET_DEPLOY=manifests or helm (multinet runs as DaemonSets on every node)"
   [[ ${POD_CIDR#*/} == 24 ]] || die "NODES=$NODES needs a /24 POD_CIDR (node K gets the K-th /24): $POD_CIDR"
   command -v unshare >/dev/null && command -v nsenter >/dev/null || die "NODES=$NODES needs unshare and nsenter (util-linux)"
 }
