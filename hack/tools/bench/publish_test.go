@@ -272,3 +272,53 @@ func TestLatestRunIsAGeneratedReport(t *testing.T) {
 		}
 	}
 }
+
+// TestREADMEQuotesGeneratedReports: every README line that quotes a
+// `make bench` figure links the dated report it comes from, and quotes it
+// verbatim (in backticks) from that report.
+func TestREADMEQuotesGeneratedReports(t *testing.T) {
+	root := filepath.Join("..", "..", "..")
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	figure := regexp.MustCompile(`\d+(\.\d+)? ?(ms|s|MiB|×)\b|\bp9\d\b`)
+	link := regexp.MustCompile(`\]\((docs/bench/\d{4}-\d{2}-\d{2}-[^)/]+\.md)\)`)
+	quote := regexp.MustCompile("`([^`]+)`")
+	for i, line := range strings.Split(string(b), "\n") {
+		at := strings.Index(line, "make bench")
+		if at < 0 {
+			continue
+		}
+		tail := line[at:]
+		// The figures outside backticks: none may be left.
+		if bare := quote.ReplaceAllString(tail, ""); figure.MatchString(bare) {
+			t.Errorf("README line %d quotes a bench figure outside a quote of a report: %s", i+1, tail)
+		}
+		quotes := quote.FindAllStringSubmatch(tail, -1)
+		var figures []string
+		for _, q := range quotes {
+			if figure.MatchString(q[1]) {
+				figures = append(figures, q[1])
+			}
+		}
+		if len(figures) == 0 {
+			continue
+		}
+		m := link.FindStringSubmatch(tail)
+		if m == nil {
+			t.Errorf("README line %d quotes bench figures %q but links no dated report", i+1, figures)
+			continue
+		}
+		rep, err := os.ReadFile(filepath.Join(root, m[1]))
+		if err != nil {
+			t.Errorf("README line %d: %v", i+1, err)
+			continue
+		}
+		for _, f := range figures {
+			if !strings.Contains(string(rep), f) {
+				t.Errorf("README line %d quotes %q, which %s does not hold", i+1, f, m[1])
+			}
+		}
+	}
+}
