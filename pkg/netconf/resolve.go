@@ -168,20 +168,9 @@ func parseConfig(data []byte, defaultName string, o parseOptions) (*libcni.Netwo
 		return nil, false, o.errorf("", "not a JSON object: null")
 	}
 
-	name, err := rawString(top, "name")
+	name, injectName, err := configName(top, defaultName, o)
 	if err != nil {
-		return nil, false, o.errorf("name", "%w", err)
-	}
-	injectName := false
-	if name == "" {
-		if defaultName == "" {
-			return nil, false, o.errorf("name", "missing")
-		}
-		name = defaultName
-		injectName = true
-	}
-	if verr := utils.ValidateNetworkName(name); verr != nil {
-		return nil, false, o.errorf("name", "%q: %s", name, verr.Msg)
+		return nil, false, err
 	}
 
 	var listBytes []byte
@@ -189,25 +178,9 @@ func parseConfig(data []byte, defaultName string, o parseOptions) (*libcni.Netwo
 	single := !(isList || o.forceList)
 	implied := false
 	if single {
-		// A single config: check what libcni's list parser cannot attribute to
-		// a field, then wrap it as the one plugin of a list.
-		if _, ok := top["type"]; !ok {
-			return nil, false, o.errorf("type", "missing")
+		if listBytes, implied, err = singleAsList(data, top, name, injectName, o); err != nil {
+			return nil, false, err
 		}
-		ver := top["cniVersion"]
-		if v, err := rawString(top, "cniVersion"); err == nil && v == "" {
-			// Missing, null or "": libcni's ConfListFromConf reads the
-			// plugin's cniVersion as "", run as 0.1.0.
-			ver, implied = mustMarshal(ImpliedCNIVersion), true
-		}
-		plugin := data
-		if injectName {
-			top["name"] = mustMarshal(name)
-			if plugin, err = json.Marshal(top); err != nil {
-				return nil, false, o.errorf("", "re-encode: %w", err)
-			}
-		}
-		listBytes = wrapSingle(ver, mustMarshal(name), plugin)
 	} else {
 		listBytes = data
 		if injectName {
@@ -241,6 +214,51 @@ func parseConfig(data []byte, defaultName string, o parseOptions) (*libcni.Netwo
 		return nil, false, err
 	}
 	return list, implied, nil
+}
+
+// configName is the config's "name", or defaultName (inject: it must be
+// written into the config) when it has none. Errors: no name and no
+// defaultName, a name that is not a string or not a valid network name.
+func configName(top map[string]json.RawMessage, defaultName string, o parseOptions) (name string, inject bool, err error) {
+	name, err = rawString(top, "name")
+	if err != nil {
+		return "", false, o.errorf("name", "%w", err)
+	}
+	if name == "" {
+		if defaultName == "" {
+			return "", false, o.errorf("name", "missing")
+		}
+		name, inject = defaultName, true
+	}
+	if verr := utils.ValidateNetworkName(name); verr != nil {
+		return "", false, o.errorf("name", "%q: %s", name, verr.Msg)
+	}
+	return name, inject, nil
+}
+
+// singleAsList checks what libcni's list parser cannot attribute to a
+// field in a single config (data, decoded as top), then wraps it as the
+// one plugin of a list named name (written into the plugin too with
+// injectName). A config without cniVersion gets ImpliedCNIVersion, and
+// implied says so.
+func singleAsList(data []byte, top map[string]json.RawMessage, name string, injectName bool, o parseOptions) (list []byte, implied bool, err error) {
+	if _, ok := top["type"]; !ok {
+		return nil, false, o.errorf("type", "missing")
+	}
+	ver := top["cniVersion"]
+	if v, err := rawString(top, "cniVersion"); err == nil && v == "" {
+		// Missing, null or "": libcni's ConfListFromConf reads the
+		// plugin's cniVersion as "", run as 0.1.0.
+		ver, implied = mustMarshal(ImpliedCNIVersion), true
+	}
+	plugin := data
+	if injectName {
+		top["name"] = mustMarshal(name)
+		if plugin, err = json.Marshal(top); err != nil {
+			return nil, false, o.errorf("", "re-encode: %w", err)
+		}
+	}
+	return wrapSingle(ver, mustMarshal(name), plugin), implied, nil
 }
 
 // wrapSingle builds {"cniVersion":v,"name":n,"plugins":[plugin]}.
