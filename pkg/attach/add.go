@@ -32,7 +32,7 @@ type libcniList = libcni.NetworkConfigList
 // network in annotation order (spec §6.2, §4). The record of the attachments
 // is written before any delegate runs and again, with the results and the
 // network-status (§5) to publish, before Add returns; network-status is then
-// PATCHed (netstatus.go: after the record, retried in the background).
+// PATCHed (Options.Status, pkg/netstatus: after the record, retried in the background).
 //
 // It returns the default network's result in the cniVersion of the runtime's
 // configuration. Errors are *types.Error naming the network, the plugin and
@@ -41,7 +41,7 @@ type libcniList = libcni.NetworkConfigList
 // that fails before any delegate ran leaves a record with no attachments
 // (failUnattempted), so that its DEL has nothing to do.
 func (e *Engine) Add(ctx context.Context, req *cnirequest.Request) ([]byte, error) {
-	unlock, err := e.locks.lock(ctx, req.ContainerID)
+	unlock, err := e.locks.Lock(ctx, req.ContainerID)
 	if err != nil {
 		return nil, types.NewError(types.ErrTryAgainLater, err.Error(), "")
 	}
@@ -169,7 +169,7 @@ func (e *Engine) Add(ctx context.Context, req *cnirequest.Request) ([]byte, erro
 	// fails fails the ADD and tears the attachments down, and nothing
 	// listing them was published. A PATCH that fails does not fail the ADD
 	// (the pod's networks are up): the record keeps the status pending and
-	// multinetd retries it in the background (netstatus.go).
+	// multinetd retries it in the background (pkg/netstatus).
 	rec.Complete = true
 	rec.NetworkStatus = e.statusIntent(log, p, list)
 	if err := e.opts.Store.Save(rec); err != nil {

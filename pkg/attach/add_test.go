@@ -425,11 +425,11 @@ func TestAddAgainTearsDownEarlierAdd(t *testing.T) {
 // With AsyncStatus, ADD returns before network-status is written; Wait
 // returns once it is, and it is written once all the same.
 func TestAddAsyncStatus(t *testing.T) {
-	e := newEnv(t, func(o *Options) { o.AsyncStatus = true })
+	e := newEnv(t, func(o *envOptions) { o.AsyncStatus = true })
 	e.bridgeNAD("net-a")
 	pod := e.podWithNetworks("net-a")
 	e.add("ctr-"+cnitest.UniqueName(""), pod)
-	if err := e.eng.Wait(context.Background()); err != nil {
+	if err := e.pub.Wait(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if list := e.networkStatus(pod); len(list) != 2 || !list[0].Default || list[1].Name != "ns1/net-a" {

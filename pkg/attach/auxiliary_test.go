@@ -39,7 +39,7 @@ func newAuxEnv(t *testing.T, files map[string]string) *env {
 			t.Fatal(err)
 		}
 	}
-	return newEnv(t, func(o *Options) {
+	return newEnv(t, func(o *envOptions) {
 		o.AuxiliaryChain = func(v string) (*libcni.NetworkConfigList, error) {
 			return netconf.LoadAuxiliaryChain(confDir, auxName, v)
 		}

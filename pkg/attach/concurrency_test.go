@@ -117,7 +117,7 @@ func TestDifferentContainersRunInParallel(t *testing.T) {
 func TestLockDeadline(t *testing.T) {
 	e := newEnv(t, nil)
 	id := "ctr-" + cnitest.UniqueName("")
-	unlock, err := e.eng.locks.lock(context.Background(), id)
+	unlock, err := e.eng.locks.Lock(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,9 +135,9 @@ func TestLockDeadline(t *testing.T) {
 	// The abandoned waiter hands the lock back; then the key is free again.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		e.eng.locks.mu.Lock()
-		n := len(e.eng.locks.m)
-		e.eng.locks.mu.Unlock()
+
+		n := e.eng.locks.Len()
+
 		if n == 0 {
 			break
 		}

@@ -137,7 +137,7 @@ func TestDelCorruptRecordAPIDown(t *testing.T) {
 // pod libcni's cached CNI_ARGS name, the metric.
 func TestGCCorruptRecordOfGoneContainer(t *testing.T) {
 	obs := &recordObs{}
-	e := newEnv(t, func(o *Options) { o.Observer = obs })
+	e := newEnv(t, func(o *envOptions) { o.Observer = obs })
 	_, id := e.addThree()
 	cnitest.WriteFile(t, e.store.Dir(), id+".json", []byte("\x00\x00garbage"))
 	if err := e.eng.GC(context.Background(), e.gcReq()); err != nil {

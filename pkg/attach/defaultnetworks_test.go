@@ -27,9 +27,9 @@ var operatorNets = []selection.Element{{Namespace: globalNS, Name: "side-a"}, {N
 
 // newDefaultNetsEnv is an env whose engine attaches operatorNets to every
 // pod outside systemNamespaces; opt adjusts the options further.
-func newDefaultNetsEnv(t *testing.T, systemNamespaces []string, opt func(*Options)) *env {
+func newDefaultNetsEnv(t *testing.T, systemNamespaces []string, opt func(*envOptions)) *env {
 	t.Helper()
-	e := newEnv(t, func(o *Options) {
+	e := newEnv(t, func(o *envOptions) {
 		o.DefaultNetworks = operatorNets
 		o.SystemNamespaces = systemNamespaces
 		if opt != nil {
@@ -190,7 +190,7 @@ func TestAddSystemNamespaceSkipsDefaultNetworks(t *testing.T) {
 // selection of the same NAD is still refused.
 func TestAddDefaultNetworksExemptFromIsolation(t *testing.T) {
 	policy := selection.IsolationPolicy{Enabled: true, GlobalNamespaces: []string{"default"}}
-	e := newDefaultNetsEnv(t, nil, func(o *Options) { o.Isolation = policy })
+	e := newDefaultNetsEnv(t, nil, func(o *envOptions) { o.Isolation = policy })
 	e.bridgeNAD("net-a")
 
 	pod := e.podWithNetworks("net-a")
@@ -237,7 +237,7 @@ func TestAddDefaultNetworksRefused(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t, func(o *Options) { o.DefaultNetworks = operatorNets })
+			e := newEnv(t, func(o *envOptions) { o.DefaultNetworks = operatorNets })
 			tt.setup(e)
 			pod := e.pod(map[string]string{})
 			id := "ctr-" + cnitest.UniqueName("")

@@ -35,7 +35,7 @@ const fallbackPlanTimeout = 3 * time.Second
 // the API server cannot give the pod's networks). The record is removed once
 // every delegate DEL succeeded; otherwise it is kept for the runtime's retry.
 func (e *Engine) Del(ctx context.Context, req *cnirequest.Request) error {
-	unlock, err := e.locks.lock(ctx, req.ContainerID)
+	unlock, err := e.locks.Lock(ctx, req.ContainerID)
 	if err != nil {
 		return types.NewError(types.ErrTryAgainLater, err.Error(), "")
 	}
@@ -204,7 +204,7 @@ func (e *Engine) fallbackRecord(ctx context.Context, req *cnirequest.Request) (*
 // spec: CHECK came with 0.4.0). Errors name the network and plugin; a
 // container without a complete record is an error.
 func (e *Engine) Check(ctx context.Context, req *cnirequest.Request) error {
-	unlock, err := e.locks.lock(ctx, req.ContainerID)
+	unlock, err := e.locks.Lock(ctx, req.ContainerID)
 	if err != nil {
 		return types.NewError(types.ErrTryAgainLater, err.Error(), "")
 	}
@@ -338,7 +338,7 @@ type gcNetwork struct {
 // without netns), else adds its attachments to the valid attachments of their
 // networks.
 func (e *Engine) gcOne(ctx context.Context, cniPath, id string, valid bool, networks map[string]*gcNetwork) error {
-	unlock, err := e.locks.lock(ctx, id)
+	unlock, err := e.locks.Lock(ctx, id)
 	if err != nil {
 		return err
 	}

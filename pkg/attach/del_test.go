@@ -391,7 +391,7 @@ func TestStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t, func(o *Options) {
+			e := newEnv(t, func(o *envOptions) {
 				o.Ready = func() error { return tt.ready }
 			})
 			if tt.def != nil {

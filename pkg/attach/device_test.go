@@ -44,7 +44,7 @@ func newDeviceEnv(t *testing.T, ids ...string) *deviceEnv {
 	binDir, dumpDir := t.TempDir(), t.TempDir()
 	cnitest.ScriptPlugin(t, binDir, "mnu-echo", strings.ReplaceAll(echoPlugin, "DUMPDIR", dumpDir))
 	store := devinfo.Store{Root: t.TempDir()}
-	e := newEnv(t, func(o *Options) {
+	e := newEnv(t, func(o *envOptions) {
 		o.Devices = fakeDevices{devResource: ids}
 		o.DevInfo = store
 		o.BinDirs = []string{cnitest.BinDir(t), binDir}

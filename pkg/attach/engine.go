@@ -14,7 +14,6 @@ package attach
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,9 +28,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
-	"github.com/multinet/multinet/pkg/cnirequest"
 	"github.com/multinet/multinet/pkg/devinfo"
 	"github.com/multinet/multinet/pkg/draclaims"
+	"github.com/multinet/multinet/pkg/keyedmutex"
 	"github.com/multinet/multinet/pkg/netconf"
 	"github.com/multinet/multinet/pkg/podnetworks"
 	"github.com/multinet/multinet/pkg/state"
@@ -53,9 +52,14 @@ type NADs interface {
 	Get(ctx context.Context, namespace, name string) (*nadv1.NetworkAttachmentDefinition, error)
 }
 
-// StatusWriter writes the network-status annotation (kube.StatusPatcher).
-type StatusWriter interface {
-	PatchAnnotation(ctx context.Context, namespace, name, uid, key, value string) error
+// StatusPublisher publishes the network-status a record carries
+// (netstatus.Publisher). The engine calls it holding the container's lock.
+type StatusPublisher interface {
+	// Publish writes rec's pending network-status after rec was saved.
+	Publish(ctx context.Context, pod *corev1.Pod, rec *state.Record)
+	// Withdraw marks rec's pending network-status withdrawn (rec may be
+	// nil) before its attachments are torn down, and ends its retries.
+	Withdraw(containerID string, rec *state.Record)
 }
 
 // EventSink posts Events on pods (kube.Events).
@@ -130,8 +134,12 @@ type Options struct {
 	// own selection still applies, as in Multus). podnetworks.Check applies
 	// it, as the webhook and lint do.
 	podnetworks.Policy
-	// Status writes network-status; nil disables it.
-	Status StatusWriter
+	// Status publishes network-status (netstatus.Publisher, over Locks);
+	// nil disables it.
+	Status StatusPublisher
+	// Locks are the per-container locks (spec §7.3), shared with the
+	// network-status publisher; nil: the engine's own.
+	Locks *keyedmutex.Map
 	// Events posts pod Events; nil disables them.
 	Events EventSink
 	// Devices looks up allocated devices (resourceName networks); nil makes
@@ -168,10 +176,6 @@ type Options struct {
 	// DeviceWait is how long ADD waits for kubelet to report a pod's devices
 	// through PodResources. Default 2 s.
 	DeviceWait time.Duration
-	// AsyncStatus writes network-status after ADD returns (retrying in the
-	// background) instead of before. Default false: the annotation is on the
-	// pod before the runtime reports the sandbox ready.
-	AsyncStatus bool
 	// Exec replaces the plugin executor (tests); nil uses the real one.
 	Exec invoke.Exec
 	// Observer is told about delegate invocations; may be nil.
@@ -187,15 +191,13 @@ type Options struct {
 type Engine struct {
 	opts  Options
 	exec  invoke.Exec // opts.Exec (or libcni's) behind guardedExec
-	locks keyedMutex
+	locks *keyedmutex.Map // Options.Locks
 
 	cniMu    sync.Mutex
 	cni      map[string]*libcni.CNIConfig // by CNI_PATH
 	lastPath string                       // the last request's CNI_PATH, for Reap
 
-	bg sync.WaitGroup // background status writes
 
-	retrier statusRetrier // network-status writes to retry (netstatus.go)
 
 	sandboxes   sandboxIndex // each pod's sandbox, for hot-plug (hotplug.go)
 	hotplugMemo hotplugMemo  // what hot-plug has reported (hotplug.go)
@@ -242,23 +244,15 @@ func New(opts Options) (*Engine, error) {
 	if exec == nil { // what libcni uses without one
 		exec = &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: os.Stderr}, PluginDecoder: version.PluginDecoder{}}
 	}
+	if opts.Locks == nil {
+		opts.Locks = &keyedmutex.Map{}
+	}
 	return &Engine{
-		opts: opts,
+		opts:  opts,
+		locks: opts.Locks,
 		exec: &guardedExec{Exec: exec, slotTimeout: opts.DelegateSlotTimeout},
 		cni:  map[string]*libcni.CNIConfig{},
 	}, nil
-}
-
-// Wait blocks until background network-status writes are done or ctx ends.
-func (e *Engine) Wait(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() { e.bg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // cniFor returns the libcni runner for a request's CNI_PATH.
@@ -284,91 +278,4 @@ func (e *Engine) cniFor(reqPath string) *libcni.CNIConfig {
 		e.cni[key] = c
 	}
 	return c
-}
-
-// keyedMutex serializes operations per key (container ID).
-type keyedMutex struct {
-	mu sync.Mutex
-	m  map[string]*keyedEntry
-}
-
-type keyedEntry struct {
-	mu   sync.Mutex
-	refs int
-}
-
-// lock locks key and returns its unlock function. It gives up when ctx ends.
-// While it waits for another operation on key, the request gives its
-// concurrency slot back (cnirequest.Yield): a request waiting for its
-// container is no work, and must not keep others from running; it takes a
-// slot again once it has the lock.
-func (k *keyedMutex) lock(ctx context.Context, key string) (func(), error) {
-	k.mu.Lock()
-	if k.m == nil {
-		k.m = map[string]*keyedEntry{}
-	}
-	e, ok := k.m[key]
-	if !ok {
-		e = &keyedEntry{}
-		k.m[key] = e
-	}
-	e.refs++
-	k.mu.Unlock()
-
-	release := func() {
-		k.mu.Lock()
-		e.refs--
-		if e.refs == 0 {
-			delete(k.m, key)
-		}
-		k.mu.Unlock()
-	}
-	if e.mu.TryLock() {
-		return func() { e.mu.Unlock(); release() }, nil
-	}
-	resume := cnirequest.Yield(ctx)
-	got := make(chan struct{})
-	go func() {
-		e.mu.Lock()
-		close(got)
-	}()
-	select {
-	case <-got:
-		unlock := func() { e.mu.Unlock(); release() }
-		if err := resume(ctx); err != nil {
-			unlock()
-			return nil, fmt.Errorf("container %s: after waiting for its earlier operation: %w", key, err)
-		}
-		return unlock, nil
-	case <-ctx.Done():
-		// The goroutine still takes the lock eventually; hand it back then.
-		go func() { <-got; e.mu.Unlock(); release() }()
-		return nil, fmt.Errorf("another operation on container %s is still running: %w", key, ctx.Err())
-	}
-}
-
-// tryLock locks key when no operation holds it and returns its unlock
-// function; ok is false (and nothing is locked) when one does.
-func (k *keyedMutex) tryLock(key string) (unlock func(), ok bool) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.m == nil {
-		k.m = map[string]*keyedEntry{}
-	}
-	if _, busy := k.m[key]; busy {
-		return nil, false
-	}
-	e := &keyedEntry{}
-	e.mu.Lock()
-	e.refs = 1
-	k.m[key] = e
-	return func() {
-		k.mu.Lock()
-		e.refs--
-		if e.refs == 0 {
-			delete(k.m, key)
-		}
-		k.mu.Unlock()
-		e.mu.Unlock()
-	}, true
 }

@@ -29,6 +29,8 @@ import (
 	"github.com/multinet/multinet/internal/cnitest"
 	"github.com/multinet/multinet/pkg/cnirequest"
 	"github.com/multinet/multinet/pkg/cniserver/api"
+	"github.com/multinet/multinet/pkg/keyedmutex"
+	"github.com/multinet/multinet/pkg/netstatus"
 	"github.com/multinet/multinet/pkg/selection"
 	"github.com/multinet/multinet/pkg/state"
 	"github.com/multinet/multinet/pkg/status"
@@ -277,6 +279,7 @@ type env struct {
 	events  *fakeEvents
 	exec    *recordingExec
 	eng     *Engine
+	pub     *netstatus.Publisher // nil without a status writer
 	subnet  int
 	// defaultNet is the default network's CNI name.
 	defaultNet string
@@ -284,7 +287,7 @@ type env struct {
 
 // newEnv makes an env whose default network is a bridge on 10.200.<k>.0/24.
 // opt, when set, adjusts the engine options before New.
-func newEnv(t testing.TB, opt func(*Options)) *env {
+func newEnv(t testing.TB, opt func(*envOptions)) *env {
 	t.Helper()
 	cnitest.RequireRoot(t)
 	e := &env{
@@ -303,20 +306,51 @@ func newEnv(t testing.TB, opt func(*Options)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := Options{
+	opts := envOptions{Options: Options{
 		Store:          store,
 		DefaultNetwork: func() (*libcni.NetworkConfigList, string, error) { return def, e.defaultNet, nil },
-		Pods:           e.pods, NADs: e.nads, Status: e.status, Events: e.events,
+		Pods:           e.pods, NADs: e.nads, Events: e.events,
 		Exec:            e.exec,
 		DelegateTimeout: 30 * time.Second,
-	}
+	}, Status: e.status}
 	if opt != nil {
 		opt(&opts)
 	}
-	if e.eng, err = New(opts); err != nil {
+	e.eng, e.pub = newEngine(t, opts)
+	return e
+}
+
+// envOptions are an env's engine options and its network-status
+// publisher's: Status is the annotation's writer (nil: no publisher),
+// AsyncStatus the publisher's Async.
+type envOptions struct {
+	Options
+	Status      netstatus.StatusWriter
+	AsyncStatus bool
+}
+
+// newEngine returns the engine of o and, when o.Status is set, the
+// network-status publisher it publishes through, as multinetd wires them.
+func newEngine(t testing.TB, o envOptions) (*Engine, *netstatus.Publisher) {
+	t.Helper()
+	var pub *netstatus.Publisher
+	if o.Locks == nil {
+		o.Locks = &keyedmutex.Map{}
+	}
+	if o.Status != nil {
+		obs, _ := o.Observer.(netstatus.Observer)
+		var err error
+		pub, err = netstatus.New(netstatus.Options{Store: o.Store, Writer: o.Status, Locks: o.Locks, Events: o.Events, Observer: obs, Async: o.AsyncStatus})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Options.Status = pub
+	}
+	eng, err := New(o.Options)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return e
+	return eng, pub
 }
 
 // bridgeConf returns a conflist named name: a bridge (removed when the test

@@ -113,7 +113,7 @@ const hotPlugLockWait = 2 * time.Second
 // back (its DEL runs; the record forgets it) and posts a
 // NetworkHotPlugFailed Warning; a failed detach stays in the record for
 // the next attempt (or the runtime's DEL). network-status is written after
-// every change (netstatus.go), AddedInterface and RemovedInterface Events
+// every change (pkg/netstatus), AddedInterface and RemovedInterface Events
 // say what changed.
 func (e *Engine) HotPlug(ctx context.Context, pod *corev1.Pod) (*HotPlugResult, error) {
 	start := time.Now()
@@ -122,7 +122,7 @@ func (e *Engine) HotPlug(ctx context.Context, pod *corev1.Pod) (*HotPlugResult, 
 		return nil, ErrNoSandbox
 	}
 	lctx, cancel := context.WithTimeout(ctx, hotPlugLockWait)
-	unlock, err := e.locks.lock(lctx, id)
+	unlock, err := e.locks.Lock(lctx, id)
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBusy, err)
@@ -805,3 +805,5 @@ func (x *sandboxIndex) build(log klog.Logger, store *state.Store) {
 	}
 	x.built = true
 }
+
+func podKey(namespace, name string) string { return namespace + "/" + name }

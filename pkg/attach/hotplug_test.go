@@ -558,7 +558,7 @@ func TestHotPlugLeavesDefaultNetworks(t *testing.T) {
 // it may be created), a namespace isolation violation; an annotation that
 // does not parse changes nothing (never "nothing selected").
 func TestHotPlugRefused(t *testing.T) {
-	e := newEnv(t, func(o *Options) { o.Isolation = selection.IsolationPolicy{Enabled: true} })
+	e := newEnv(t, func(o *envOptions) { o.Isolation = selection.IsolationPolicy{Enabled: true} })
 	e.bridgeNAD("net-a")
 	e.nads.put(podNS, "net-dev", e.bridgeConf("net-dev", ""), map[string]string{nadv1.ResourceNameAnnotation: "example.com/nic"})
 	e.nads.put("other", "net-o", e.bridgeConf("net-o", ""), nil)

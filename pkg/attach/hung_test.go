@@ -52,7 +52,7 @@ type hungEnv struct {
 	started chan struct{} // one per hung ADD invocation started
 }
 
-func newHungEnv(t *testing.T, mode string, hangDel bool, opt func(*Options)) *hungEnv {
+func newHungEnv(t *testing.T, mode string, hangDel bool, opt func(*envOptions)) *hungEnv {
 	t.Helper()
 	binDir, dir := t.TempDir(), t.TempDir()
 	hd := "no"
@@ -61,7 +61,7 @@ func newHungEnv(t *testing.T, mode string, hangDel bool, opt func(*Options)) *hu
 	}
 	r := strings.NewReplacer("DIR", dir, "MODE", mode, "HANGDEL", hd)
 	cnitest.ScriptPlugin(t, binDir, "mnu-hang", r.Replace(hangPlugin))
-	e := newEnv(t, func(o *Options) {
+	e := newEnv(t, func(o *envOptions) {
 		o.BinDirs = []string{cnitest.BinDir(t), binDir}
 		if opt != nil {
 			opt(o)
@@ -124,12 +124,7 @@ func (h *hungEnv) waitLockWaiters(id string, n int) {
 	h.t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		h.eng.locks.mu.Lock()
-		refs := 0
-		if e := h.eng.locks.m[id]; e != nil {
-			refs = e.refs
-		}
-		h.eng.locks.mu.Unlock()
+		refs := h.eng.locks.Waiters(id)
 		if refs >= n {
 			return
 		}
@@ -220,7 +215,7 @@ func (h *hungEnv) hungPods(n int) ([]*corev1.Pod, []string, []string) {
 // commands shared the 16 slots and a DEL waiting for its container held
 // one: the DEL waited for its deadline and failed "busy".
 func TestDelRunsWhileAddsHang(t *testing.T) {
-	h := newHungEnv(t, "", false, func(o *Options) { o.DelegateSlotTimeout = time.Minute })
+	h := newHungEnv(t, "", false, func(o *envOptions) { o.DelegateSlotTimeout = time.Minute })
 	path := serve(t, h.eng, cniserver.Options{MaxInFlight: 2, ReservedInFlight: 1})
 
 	// A pod on the default network, attached before the ADDs hang.
@@ -261,7 +256,7 @@ func TestDelRunsWhileAddsHang(t *testing.T) {
 // container's ADD takes the slot and completes. Before, the retry held the
 // slot while it waited, and the other ADD failed "busy".
 func TestWaitForContainerHoldsNoSlot(t *testing.T) {
-	h := newHungEnv(t, "", false, func(o *Options) { o.DelegateSlotTimeout = time.Minute })
+	h := newHungEnv(t, "", false, func(o *envOptions) { o.DelegateSlotTimeout = time.Minute })
 	path := serve(t, h.eng, cniserver.Options{MaxInFlight: 2, ReservedInFlight: 1})
 
 	pods, ids, netns := h.hungPods(1)
@@ -291,7 +286,7 @@ func TestWaitForContainerHoldsNoSlot(t *testing.T) {
 // pod's ADD completes in about DelegateSlotTimeout, not after the delegate
 // timeout. Before, the hung ADD kept the slot until its delegate timed out.
 func TestHungDelegateGivesItsSlotBack(t *testing.T) {
-	h := newHungEnv(t, "", false, func(o *Options) { o.DelegateSlotTimeout = 300 * time.Millisecond })
+	h := newHungEnv(t, "", false, func(o *envOptions) { o.DelegateSlotTimeout = 300 * time.Millisecond })
 	path := serve(t, h.eng, cniserver.Options{MaxInFlight: 1, ReservedInFlight: 1})
 
 	pods, ids, netns := h.hungPods(1)
@@ -315,7 +310,7 @@ func TestHungDelegateGivesItsSlotBack(t *testing.T) {
 // Before, the error was the killed plugin's ("netplugin failed with no
 // error message: signal: killed", code 0), naming no timeout.
 func TestHungAddNamesNetworkAndTimeout(t *testing.T) {
-	h := newHungEnv(t, "", false, func(o *Options) { o.DelegateTimeout = time.Second })
+	h := newHungEnv(t, "", false, func(o *envOptions) { o.DelegateTimeout = time.Second })
 	pod := h.podWithNetworks("hang")
 	id := "ctr-" + cnitest.UniqueName("")
 	start := time.Now()
@@ -361,7 +356,7 @@ func TestHungAddNamesNetworkAndTimeout(t *testing.T) {
 // ADD for the whole delegate timeout (30 s here, 60 s by default, per
 // attachment).
 func TestFailedAddTeardownIsBounded(t *testing.T) {
-	h := newHungEnv(t, "", true, func(o *Options) {
+	h := newHungEnv(t, "", true, func(o *envOptions) {
 		o.DelegateTimeout = 30 * time.Second
 		o.TeardownGrace = 2 * time.Second
 	})
@@ -419,7 +414,7 @@ func TestFailedAddTeardownIsBounded(t *testing.T) {
 // load, in 1 of 10 runs (make test-flakes).
 func TestHungPluginChildDoesNotHoldAdd(t *testing.T) {
 	const timeout = 5 * time.Second
-	h := newHungEnv(t, "child", false, func(o *Options) { o.DelegateTimeout = timeout })
+	h := newHungEnv(t, "child", false, func(o *envOptions) { o.DelegateTimeout = timeout })
 	pod := h.podWithNetworks("hang")
 	id := "ctr-" + cnitest.UniqueName("")
 	done := make(chan error, 1)

@@ -180,7 +180,7 @@ func TestAddNamespaceIsolationNetworks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t, func(o *Options) { o.Isolation = tt.policy })
+			e := newEnv(t, func(o *envOptions) { o.Isolation = tt.policy })
 			e.isolationNADs()
 			pod := e.podWithNetworks(tt.networks)
 			id := "ctr-" + cnitest.UniqueName("")
@@ -259,7 +259,7 @@ func TestAddNamespaceIsolationDefaultNetworkOverride(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t, func(o *Options) { o.Isolation = tt.policy })
+			e := newEnv(t, func(o *envOptions) { o.Isolation = tt.policy })
 			e.isolationNADs()
 			annotations := map[string]string{selection.DefaultNetworkAnnotation: tt.override}
 			if tt.networks != "" {

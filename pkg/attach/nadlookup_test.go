@@ -43,7 +43,7 @@ func newLagEnv(t *testing.T, syncWait time.Duration) *lagEnv {
 		api:    &fakeNADs{nads: map[string]*nadv1.NetworkAttachmentDefinition{}},
 		live:   map[string]int{},
 	}
-	l.env = newEnv(t, func(o *Options) {
+	l.env = newEnv(t, func(o *envOptions) {
 		o.NADs = &nadlookup.Lookup{
 			Cache: nadlisters.NewNetworkAttachmentDefinitionLister(l.cached), Live: l.liveGet,
 			Synced: l.synced.Load, SyncWait: syncWait,

@@ -22,7 +22,7 @@ import (
 // namespace trusted, the same ADD attaches.
 func TestAddRefusesUntrustedNAD(t *testing.T) {
 	labels := map[string]map[string]string{}
-	e := newEnv(t, func(o *Options) {
+	e := newEnv(t, func(o *envOptions) {
 		o.NADTrust = podnetworks.NADTrust{Policy: podnetworks.DefaultNADTrustPolicy(),
 			Namespaces: podnetworks.NamespaceLabelsFunc(func(_ context.Context, name string) (map[string]string, error) {
 				return labels[name], nil

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/containernetworking/cni/libcni"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,7 +23,9 @@ import (
 
 	"github.com/multinet/multinet/internal/cnitest"
 	"github.com/multinet/multinet/pkg/client/clientset/kubernetes/fake"
+	"github.com/multinet/multinet/pkg/keyedmutex"
 	"github.com/multinet/multinet/pkg/kube"
+	"github.com/multinet/multinet/pkg/netstatus"
 	"github.com/multinet/multinet/pkg/state"
 	"github.com/multinet/multinet/pkg/status"
 )
@@ -147,18 +148,18 @@ func (o *statusObserver) retries(result string) int {
 }
 
 // fastRetries retry every few milliseconds.
-var fastRetries = StatusRetryOptions{Workers: 2, BaseDelay: 5 * time.Millisecond, MaxDelay: 40 * time.Millisecond, AttemptTimeout: 5 * time.Second}
+var fastRetries = netstatus.RetryOptions{Workers: 2, BaseDelay: 5 * time.Millisecond, MaxDelay: 40 * time.Millisecond, AttemptTimeout: 5 * time.Second}
 
 // runRetries runs eng's retrier until the test ends (or stop is called) and
 // fails the test if it does not stop.
-func runRetries(t *testing.T, eng *Engine, opts StatusRetryOptions) (stop func()) {
+func runRetries(t *testing.T, eng *netstatus.Publisher, opts netstatus.RetryOptions) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := eng.RunStatusRetries(ctx, opts); err != nil {
-			t.Errorf("RunStatusRetries: %v", err)
+		if err := eng.Run(ctx, opts); err != nil {
+			t.Errorf("Run: %v", err)
 		}
 	}()
 	var once sync.Once
@@ -168,7 +169,7 @@ func runRetries(t *testing.T, eng *Engine, opts StatusRetryOptions) (stop func()
 			select {
 			case <-done:
 			case <-time.After(10 * time.Second):
-				t.Error("RunStatusRetries did not return after its context ended")
+				t.Error("Run did not return after its context ended")
 			}
 		})
 	}
@@ -189,9 +190,9 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 // statusEnv is an engine env whose network-status goes to a statusAPI.
-func statusEnv(t *testing.T, obs *statusObserver, opt func(*Options)) (*env, *statusAPI) {
+func statusEnv(t *testing.T, obs *statusObserver, opt func(*envOptions)) (*env, *statusAPI) {
 	api := newStatusAPI()
-	e := newEnv(t, func(o *Options) {
+	e := newEnv(t, func(o *envOptions) {
 		o.Status = kube.NewStatusPatcher(api.client.CoreV1())
 		if obs != nil {
 			o.Observer = obs
@@ -244,14 +245,14 @@ func TestStatusPatchFailsDuringAddLandsLater(t *testing.T) {
 	for _, async := range []bool{false, true} {
 		t.Run(fmt.Sprintf("AsyncStatus=%v", async), func(t *testing.T) {
 			obs := &statusObserver{}
-			e, api := statusEnv(t, obs, func(o *Options) { o.AsyncStatus = async })
+			e, api := statusEnv(t, obs, func(o *envOptions) { o.AsyncStatus = async })
 			e.bridgeNAD("net-a")
 			pod := statusPod(t, e, api, "net-a")
 			id := "ctr-" + cnitest.UniqueName("")
 
 			api.setDown(errAPIDown)
 			e.add(id, pod)
-			if err := e.eng.Wait(context.Background()); err != nil {
+			if err := e.pub.Wait(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			if api.patchCount(pod) == 0 {
@@ -267,13 +268,13 @@ func TestStatusPatchFailsDuringAddLandsLater(t *testing.T) {
 			if !rec.Complete || !rec.Pending() || rec.NetworkStatus.PodUID != string(pod.UID) {
 				t.Fatalf("record complete=%v status=%+v; want complete, status pending for pod UID %s", rec.Complete, rec.NetworkStatus, pod.UID)
 			}
-			if n := e.eng.PendingStatus(); n != 1 || obs.lastPending() != 1 {
+			if n := e.pub.Pending(); n != 1 || obs.lastPending() != 1 {
 				t.Errorf("pending status writes = %d (reported %d), want 1", n, obs.lastPending())
 			}
 
 			// Retries while the API server is still down fail and keep it pending.
-			runRetries(t, e.eng, fastRetries)
-			eventually(t, "a failed retry", func() bool { return obs.retries(RetryFailed) > 0 })
+			runRetries(t, e.pub, fastRetries)
+			eventually(t, "a failed retry", func() bool { return obs.retries(netstatus.RetryFailed) > 0 })
 			if got := api.annotation(t, pod); got != "" || e.statusState(id) != state.StatusPending {
 				t.Fatalf("annotation %q, state %q while the API server is down", got, e.statusState(id))
 			}
@@ -307,9 +308,9 @@ func TestStatusPatchFailsDuringAddLandsLater(t *testing.T) {
 			if got := e.events.of("Normal", kube.ReasonNetworkStatusWritten); len(got) != 1 || got[0].Pod != pod.Namespace+"/"+pod.Name {
 				t.Errorf("NetworkStatusWritten events = %+v, want 1 on the pod", got)
 			}
-			eventually(t, "nothing pending", func() bool { return e.eng.PendingStatus() == 0 && obs.lastPending() == 0 })
-			if obs.retries(RetryLanded) != 1 {
-				t.Errorf("retries landed = %d, want 1", obs.retries(RetryLanded))
+			eventually(t, "nothing pending", func() bool { return e.pub.Pending() == 0 && obs.lastPending() == 0 })
+			if obs.retries(netstatus.RetryLanded) != 1 {
+				t.Errorf("retries landed = %d, want 1", obs.retries(netstatus.RetryLanded))
 			}
 			// Landed: not PATCHed again.
 			n := api.patchCount(pod)
@@ -326,7 +327,7 @@ func TestStatusPatchFailsDuringAddLandsLater(t *testing.T) {
 // fails and tears its attachments down, and no network-status listing them
 // is ever PATCHed, then or later.
 func TestStatusNotPublishedWhenRecordSaveFails(t *testing.T) {
-	e := newEnv(t, func(o *Options) { o.CacheDir = t.TempDir() }) // libcni's cache outside the records
+	e := newEnv(t, func(o *envOptions) { o.CacheDir = t.TempDir() }) // libcni's cache outside the records
 	e.bridgeNAD("net-a")
 	pod := e.podWithNetworks("net-a")
 	id := "ctr-" + cnitest.UniqueName("")
@@ -356,7 +357,7 @@ func TestStatusNotPublishedWhenRecordSaveFails(t *testing.T) {
 	if err == nil {
 		t.Fatal("ADD succeeded although its record could not be saved")
 	}
-	if err := e.eng.Wait(context.Background()); err != nil {
+	if err := e.pub.Wait(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if calls := e.status.all(); len(calls) != 0 {
@@ -365,7 +366,7 @@ func TestStatusNotPublishedWhenRecordSaveFails(t *testing.T) {
 	e.wantLinks()
 	e.wantLeases(e.defaultNet, 0)
 	e.wantLeases("net-a", 0)
-	if n := e.eng.PendingStatus(); n != 0 {
+	if n := e.pub.Pending(); n != 0 {
 		t.Errorf("pending status writes = %d, want 0", n)
 	}
 	if got := e.events.of("Warning", kube.ReasonAttachFailed); len(got) != 1 {
@@ -393,7 +394,7 @@ func TestStatusFailedAddRecordHasNoStatus(t *testing.T) {
 	if rec := e.record(id); rec.NetworkStatus != nil || rec.Complete {
 		t.Errorf("record of a failed ADD: complete=%v status=%+v", rec.Complete, rec.NetworkStatus)
 	}
-	runRetries(t, e.eng, fastRetries)
+	runRetries(t, e.pub, fastRetries)
 	time.Sleep(100 * time.Millisecond)
 	if n := api.patchCount(pod); n != 0 {
 		t.Errorf("%d network-status PATCHes for a failed ADD", n)
@@ -433,25 +434,19 @@ func statusValue(t *testing.T, network string) string {
 	return v
 }
 
-// recordEngine is an engine over store that only publishes network-status
-// (no delegates run): multinetd started again over the records of an
-// earlier one.
-func recordEngine(t *testing.T, store *state.Store, sw StatusWriter, obs *statusObserver, events *fakeEvents) *Engine {
+// recordEngine is the network-status publisher over store (no delegates
+// run): multinetd started again over the records of an earlier one.
+func recordEngine(t *testing.T, store *state.Store, sw netstatus.StatusWriter, obs *statusObserver, events *fakeEvents) *netstatus.Publisher {
 	t.Helper()
-	opts := Options{
-		Store:          store,
-		DefaultNetwork: func() (*libcni.NetworkConfigList, string, error) { return nil, "", errors.New("unused") },
-		Status:         sw,
-		Events:         events,
-	}
+	opts := netstatus.Options{Store: store, Writer: sw, Locks: &keyedmutex.Map{}, Events: events}
 	if obs != nil {
 		opts.Observer = obs
 	}
-	eng, err := New(opts)
+	pub, err := netstatus.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return eng
+	return pub
 }
 
 // After a restart, a new retrier picks up the records whose network-status
@@ -482,7 +477,7 @@ func TestStatusRetriesResumeAfterRestart(t *testing.T) {
 	eng := recordEngine(t, store, kube.NewStatusPatcher(api.client.CoreV1()), obs, events)
 	runRetries(t, eng, fastRetries)
 	eventually(t, "every pending status settled", func() bool {
-		return eng.PendingStatus() == 0 && obs.retries(RetryLanded) == 2
+		return eng.Pending() == 0 && obs.retries(netstatus.RetryLanded) == 2
 	})
 
 	if got := api.annotation(t, pending); got != statusValue(t, "net-pending") {
@@ -514,7 +509,7 @@ func TestStatusRetriesResumeAfterRestart(t *testing.T) {
 	if got := events.of("Normal", kube.ReasonNetworkStatusWritten); len(got) != 2 {
 		t.Errorf("NetworkStatusWritten events = %+v, want 2", got)
 	}
-	if n := obs.retries(RetryWithdrawn); n != 1 {
+	if n := obs.retries(netstatus.RetryWithdrawn); n != 1 {
 		t.Errorf("withdrawn retries = %d, want 1 (the older sandbox)", n)
 	}
 }
@@ -553,7 +548,7 @@ func TestStatusRetriesStopWhenPodGone(t *testing.T) {
 		{
 			name: "the pod informer saw it deleted, the API server still down",
 			gone: func(t *testing.T, e *env, api *statusAPI, pod *corev1.Pod, _ string) {
-				e.eng.StatusPodGone(pod.Namespace, pod.Name, string(pod.UID))
+				e.pub.PodGone(pod.Namespace, pod.Name, string(pod.UID))
 			},
 			wantState: state.StatusWithdrawn,
 		},
@@ -561,7 +556,7 @@ func TestStatusRetriesStopWhenPodGone(t *testing.T) {
 			name: "DEL removed the record",
 			gone: func(t *testing.T, e *env, api *statusAPI, pod *corev1.Pod, id string) {
 				e.del(id, pod)
-				if n := e.eng.PendingStatus(); n != 0 {
+				if n := e.pub.Pending(); n != 0 {
 					t.Errorf("pending after DEL = %d, want 0 at once", n)
 				}
 				api.setDown(nil)
@@ -579,11 +574,11 @@ func TestStatusRetriesStopWhenPodGone(t *testing.T) {
 			api.setDown(errAPIDown)
 			e.add(id, pod)
 			before := runtime.NumGoroutine()
-			stop := runRetries(t, e.eng, fastRetries)
-			eventually(t, "a failed retry", func() bool { return obs.retries(RetryFailed) > 0 })
+			stop := runRetries(t, e.pub, fastRetries)
+			eventually(t, "a failed retry", func() bool { return obs.retries(netstatus.RetryFailed) > 0 })
 
 			tt.gone(t, e, api, pod, id)
-			eventually(t, "the retries to end", func() bool { return e.eng.PendingStatus() == 0 && obs.lastPending() == 0 })
+			eventually(t, "the retries to end", func() bool { return e.pub.Pending() == 0 && obs.lastPending() == 0 })
 			if got := e.statusState(id); got != tt.wantState {
 				t.Errorf("record state %q, want %q", got, tt.wantState)
 			}
@@ -632,14 +627,14 @@ func TestStatusRetriesBounded(t *testing.T) {
 	opts := fastRetries
 	opts.Workers = 3
 	stop := runRetries(t, eng, opts)
-	eventually(t, "every container retried", func() bool { return obs.retries(RetryFailed) >= 2*containers })
+	eventually(t, "every container retried", func() bool { return obs.retries(netstatus.RetryFailed) >= 2*containers })
 	if got := runtime.NumGoroutine() - before; got > opts.Workers+8 {
 		t.Errorf("%d goroutines for %d waiting containers and %d workers", got, containers, opts.Workers)
 	}
 	if got := api.maxSeen.Load(); got > int32(opts.Workers) {
 		t.Errorf("%d PATCHes at once, want at most %d", got, opts.Workers)
 	}
-	if n := eng.PendingStatus(); n != containers {
+	if n := eng.Pending(); n != containers {
 		t.Errorf("pending = %d, want %d", n, containers)
 	}
 	stop()

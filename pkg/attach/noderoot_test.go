@@ -31,7 +31,7 @@ func TestAddRefusesEscapingPluginLinksAndDelStillWorks(t *testing.T) {
 		{"mnu-loop", "node path " + filepath.Join(links, "mnu-loop") + " (node root /)"},
 	} {
 		t.Run(tc.plugin, func(t *testing.T) {
-			e := newEnv(t, func(o *Options) { o.BinDirs = []string{links, cnitest.BinDir(t)} })
+			e := newEnv(t, func(o *envOptions) { o.BinDirs = []string{links, cnitest.BinDir(t)} })
 			e.exec.Exec = &nodeexec.Exec{Root: "/", Stderr: os.Stderr}
 			e.nads.put(podNS, "net-x", strings.Replace(e.bridgeConf("net-x", ""), `"type":"bridge"`, `"type":"`+tc.plugin+`"`, 1), nil)
 			pod := e.podWithNetworks("net-x")

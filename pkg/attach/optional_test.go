@@ -225,7 +225,7 @@ esac
 		t.Run(tc.name, func(t *testing.T) {
 			binDir := t.TempDir()
 			cnitest.ScriptPlugin(t, binDir, "mnu-oddresult", strings.ReplaceAll(resultPlugin, "INTERFACE", tc.intf))
-			e := newEnv(t, func(o *Options) { o.BinDirs = []string{cnitest.BinDir(t), binDir} })
+			e := newEnv(t, func(o *envOptions) { o.BinDirs = []string{cnitest.BinDir(t), binDir} })
 			e.nads.put(podNS, "odd-net", `{"cniVersion":"1.0.0","name":"odd-net","plugins":[{"type":"mnu-oddresult"}]}`, nil)
 			pod := e.podWithNetworks("odd-net")
 			e.add("ctr-"+cnitest.UniqueName(""), pod)

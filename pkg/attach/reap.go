@@ -75,7 +75,7 @@ func (e *Engine) Reap(ctx context.Context, live func(containerID string) bool, m
 // reapOne reclaims container id when no operation holds it and its record
 // is at least minAge old.
 func (e *Engine) reapOne(ctx context.Context, cniPath, id string, minAge time.Duration, res *ReapResult) (bool, error) {
-	unlock, ok := e.locks.tryLock(id)
+	unlock, ok := e.locks.TryLock(id)
 	if !ok {
 		res.Busy++
 		return false, nil

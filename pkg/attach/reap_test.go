@@ -88,7 +88,7 @@ func TestReapLeavesYoungAndBusyRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.age(busy, time.Hour)
-	unlock, err := e.eng.locks.lock(context.Background(), busy)
+	unlock, err := e.eng.locks.Lock(context.Background(), busy)
 	if err != nil {
 		t.Fatal(err)
 	}

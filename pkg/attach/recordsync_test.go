@@ -39,7 +39,7 @@ func TestAddRecordSurvivesRestartBeforeGroupCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newEnv(t, func(o *Options) { o.Store = held })
+	e := newEnv(t, func(o *envOptions) { o.Store = held })
 	e.bridgeNAD("net-a")
 	pod := e.podWithNetworks("net-a")
 	const id = "ctr-group-commit"
@@ -133,7 +133,7 @@ func BenchmarkAddOwnWork(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				e := newEnv(b, func(o *Options) {
+				e := newEnv(b, func(o *envOptions) {
 					o.Store = store
 					o.AsyncStatus = async
 				})
@@ -146,7 +146,7 @@ func BenchmarkAddOwnWork(b *testing.B) {
 				for b.Loop() {
 					e.add(id, pod)
 					b.StopTimer()
-					if err := e.eng.Wait(context.Background()); err != nil {
+					if err := e.pub.Wait(context.Background()); err != nil {
 						b.Fatal(err)
 					}
 					e.del(id, pod)
@@ -189,7 +189,7 @@ func BenchmarkAddOwnWorkRealAPI(b *testing.B) {
 			st = "async"
 		}
 		b.Run("status="+st, func(b *testing.B) {
-			e := newEnv(b, func(o *Options) {
+			e := newEnv(b, func(o *envOptions) {
 				o.Status = mergePatcher{admin}
 				o.AsyncStatus = async
 			})
@@ -210,7 +210,7 @@ func BenchmarkAddOwnWorkRealAPI(b *testing.B) {
 			for b.Loop() {
 				e.add(id, p)
 				b.StopTimer()
-				if err := e.eng.Wait(ctx); err != nil {
+				if err := e.pub.Wait(ctx); err != nil {
 					b.Fatal(err)
 				}
 				e.del(id, p)

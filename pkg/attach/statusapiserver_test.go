@@ -16,6 +16,7 @@ import (
 	corev1client "github.com/multinet/multinet/pkg/client/clientset/kubernetes/typed/core/v1"
 	"github.com/multinet/multinet/pkg/cniserver/api"
 	"github.com/multinet/multinet/pkg/kube"
+	"github.com/multinet/multinet/pkg/netstatus"
 	"github.com/multinet/multinet/pkg/selection"
 	"github.com/multinet/multinet/pkg/state"
 	"github.com/multinet/multinet/pkg/status"
@@ -48,7 +49,7 @@ func newRealAPI(t *testing.T) *realAPI {
 // writer returns a StatusWriter of a new user whom RBAC allows nothing yet,
 // and grant, which allows it to PATCH pods/status (what multinetd's
 // network-status write needs).
-func (r *realAPI) writer(t *testing.T) (sw StatusWriter, grant func()) {
+func (r *realAPI) writer(t *testing.T) (sw netstatus.StatusWriter, grant func()) {
 	t.Helper()
 	user := "status-writer-" + cnitest.UniqueName("")
 	client := corev1client.NewForConfigOrDie(r.srv.ConfigAs(user))
@@ -121,7 +122,7 @@ func waitBackground(t *testing.T, e *env) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), guard)
 	defer cancel()
-	if err := e.eng.Wait(ctx); err != nil {
+	if err := e.pub.Wait(ctx); err != nil {
 		t.Fatalf("engine background work: %v", err)
 	}
 }
@@ -130,7 +131,7 @@ func waitBackground(t *testing.T, e *env) {
 // API server and the record says landed.
 func TestStatusRealAPIServerSync(t *testing.T) {
 	r := newRealAPI(t)
-	e := newEnv(t, func(o *Options) { o.Status = kube.NewStatusPatcher(corev1client.NewForConfigOrDie(r.srv.Config())) })
+	e := newEnv(t, func(o *envOptions) { o.Status = kube.NewStatusPatcher(corev1client.NewForConfigOrDie(r.srv.Config())) })
 	e.bridgeNAD("net-a")
 	pod := r.pod(t, e, "net-a")
 	id := "ctr-" + cnitest.UniqueName("")
@@ -150,17 +151,15 @@ func TestStatusRealAPIServerSync(t *testing.T) {
 // server and the record says landed.
 func TestStatusRealAPIServerAsyncLandsAfterAdd(t *testing.T) {
 	r := newRealAPI(t)
-	e := newEnv(t, func(o *Options) {
-		o.Status = kube.NewStatusPatcher(corev1client.NewForConfigOrDie(r.srv.Config()))
+	held := &heldWriter{w: kube.NewStatusPatcher(corev1client.NewForConfigOrDie(r.srv.Config())), gate: make(chan struct{})}
+	e := newEnv(t, func(o *envOptions) {
+		o.Status = held
 		o.AsyncStatus = true
 	})
 	e.bridgeNAD("net-a")
 	pod := r.pod(t, e, "net-a")
 	id := "ctr-" + cnitest.UniqueName("")
-	unlock, err := e.eng.retrier.pods.lock(context.Background(), podKey(pod.Namespace, pod.Name))
-	if err != nil {
-		t.Fatal(err)
-	}
+	unlock := func() { close(held.gate) }
 	released := false
 	defer func() {
 		if !released {
@@ -201,7 +200,7 @@ func TestStatusRealAPIServerAsyncLandsAfterAdd(t *testing.T) {
 func TestStatusRealAPIServerRestartResumes(t *testing.T) {
 	r := newRealAPI(t)
 	sw, grant := r.writer(t)
-	e := newEnv(t, func(o *Options) { o.Status = sw; o.AsyncStatus = true })
+	e := newEnv(t, func(o *envOptions) { o.Status = sw; o.AsyncStatus = true })
 	e.bridgeNAD("net-a")
 	pod := r.pod(t, e, "net-a")
 	id := "ctr-" + cnitest.UniqueName("")
@@ -216,7 +215,7 @@ func TestStatusRealAPIServerRestartResumes(t *testing.T) {
 	runRetries(t, eng, fastRetries)
 	want := e.record(id).NetworkStatus.Value
 	eventually(t, "the resumed network-status lands and its retries end", func() bool {
-		return r.annotation(t, pod) == want && e.statusState(id) == state.StatusLanded && eng.PendingStatus() == 0
+		return r.annotation(t, pod) == want && e.statusState(id) == state.StatusLanded && eng.Pending() == 0
 	})
 }
 
@@ -226,20 +225,20 @@ func TestStatusRealAPIServerRestartResumes(t *testing.T) {
 func TestStatusRealAPIServerDeletedPodStopsRetries(t *testing.T) {
 	r := newRealAPI(t)
 	sw, grant := r.writer(t)
-	e := newEnv(t, func(o *Options) { o.Status = sw; o.AsyncStatus = true })
-	runRetries(t, e.eng, fastRetries)
+	e := newEnv(t, func(o *envOptions) { o.Status = sw; o.AsyncStatus = true })
+	runRetries(t, e.pub, fastRetries)
 	e.bridgeNAD("net-a")
 	pod := r.pod(t, e, "net-a")
 	id := "ctr-" + cnitest.UniqueName("")
 	e.add(id, pod)
 	waitBackground(t, e)
-	if n := e.eng.PendingStatus(); n != 1 {
+	if n := e.pub.Pending(); n != 1 {
 		t.Fatalf("%d statuses pending after a refused PATCH, want 1", n)
 	}
 	r.deletePod(t, pod)
 	grant() // the next PATCH is allowed, and finds no pod
 	eventually(t, "the retries of a deleted pod end", func() bool {
-		return e.eng.PendingStatus() == 0 && e.statusState(id) == state.StatusWithdrawn
+		return e.pub.Pending() == 0 && e.statusState(id) == state.StatusWithdrawn
 	})
 }
 
@@ -250,8 +249,8 @@ func TestStatusRealAPIServerDeletedPodStopsRetries(t *testing.T) {
 func TestStatusRealAPIServerDelLeavesNoStalePatch(t *testing.T) {
 	r := newRealAPI(t)
 	sw, grant := r.writer(t)
-	e := newEnv(t, func(o *Options) { o.Status = sw; o.AsyncStatus = true })
-	runRetries(t, e.eng, fastRetries)
+	e := newEnv(t, func(o *envOptions) { o.Status = sw; o.AsyncStatus = true })
+	runRetries(t, e.pub, fastRetries)
 	e.bridgeNAD("net-a")
 	gone, kept := r.pod(t, e, "net-a"), r.pod(t, e, "net-a")
 	idGone, idKept := "ctr-"+cnitest.UniqueName(""), "ctr-"+cnitest.UniqueName("")
@@ -263,11 +262,11 @@ func TestStatusRealAPIServerDelLeavesNoStalePatch(t *testing.T) {
 		t.Fatalf("ADD %s: %v", idKept, err)
 	}
 	waitBackground(t, e)
-	if n := e.eng.PendingStatus(); n != 2 {
+	if n := e.pub.Pending(); n != 2 {
 		t.Fatalf("%d statuses pending after refused PATCHes, want 2", n)
 	}
 	e.del(idGone, gone)
-	if n := e.eng.PendingStatus(); n != 1 {
+	if n := e.pub.Pending(); n != 1 {
 		t.Fatalf("%d statuses pending after DEL, want 1", n)
 	}
 	if s := e.statusState(idGone); s != "gone" {
@@ -276,9 +275,23 @@ func TestStatusRealAPIServerDelLeavesNoStalePatch(t *testing.T) {
 	grant()
 	want := e.record(idKept).NetworkStatus.Value
 	eventually(t, "the other pod's pending status lands", func() bool {
-		return r.annotation(t, kept) == want && e.eng.PendingStatus() == 0
+		return r.annotation(t, kept) == want && e.pub.Pending() == 0
 	})
 	if got := r.annotation(t, gone); got != "" {
 		t.Errorf("the deleted container's pod got network-status %q after its DEL", got)
 	}
+}
+
+// heldWriter holds every PATCH back until gate is closed (the test's
+// unlock), as a held publish lock of the pod would.
+type heldWriter struct {
+	w    netstatus.StatusWriter
+	gate chan struct{}
+}
+
+func (h *heldWriter) PatchAnnotation(ctx context.Context, namespace, name, uid, key, value string) error {
+	<-h.gate // as the pod's publish lock held: the PATCH's own timeout starts after it
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	return h.w.PatchAnnotation(pctx, namespace, name, uid, key, value)
 }

@@ -100,7 +100,7 @@ func TestStatusWriteSyncWaitsForPatch(t *testing.T) {
 // saved; the PATCH is sent only after ADD finished, and once the API server
 // answers the annotation lands and the record says so.
 func TestStatusWriteAsyncReturnsBeforePatch(t *testing.T) {
-	e, api := statusEnv(t, nil, func(o *Options) { o.AsyncStatus = true })
+	e, api := statusEnv(t, nil, func(o *envOptions) { o.AsyncStatus = true })
 	e.bridgeNAD("net-a")
 	pod := statusPod(t, e, api, "net-a")
 	id := "ctr-" + cnitest.UniqueName("")
@@ -135,7 +135,7 @@ func TestStatusWriteAsyncReturnsBeforePatch(t *testing.T) {
 	g.release()
 	ctx, cancel := context.WithTimeout(context.Background(), guard)
 	defer cancel()
-	if err := e.eng.Wait(ctx); err != nil {
+	if err := e.pub.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if st := e.statusState(id); st != state.StatusLanded {
@@ -161,7 +161,7 @@ func BenchmarkAddStatusWrite(b *testing.B) {
 			b.Run(fmt.Sprintf("patch=%v/%s", latency, mode), func(b *testing.B) {
 				api := newStatusAPI()
 				api.delay = latency
-				e := newEnv(b, func(o *Options) {
+				e := newEnv(b, func(o *envOptions) {
 					o.Status = kube.NewStatusPatcher(api.client.CoreV1())
 					o.AsyncStatus = async
 				})
@@ -174,7 +174,7 @@ func BenchmarkAddStatusWrite(b *testing.B) {
 				for b.Loop() {
 					e.add(id, pod)
 					b.StopTimer()
-					if err := e.eng.Wait(context.Background()); err != nil {
+					if err := e.pub.Wait(context.Background()); err != nil {
 						b.Fatal(err)
 					}
 					e.del(id, pod)

@@ -44,7 +44,7 @@ const (
 // a Warning Event names each NAD and the missing capability; the record
 // keeps the pairs for DEL, which tears everything down.
 func TestUndeclaredCapabilitiesMultus(t *testing.T) {
-	e := newEnv(t, func(o *Options) { o.Policy.UndeclaredCapabilities = podnetworks.MultusUndeclared })
+	e := newEnv(t, func(o *envOptions) { o.Policy.UndeclaredCapabilities = podnetworks.MultusUndeclared })
 	e.undeclaredNADs()
 	pod := e.podWithNetworks("[" + dncElement + "]")
 	id := "ctr-" + cnitest.UniqueName("")
@@ -160,7 +160,7 @@ func hostVeth(t *testing.T) string {
 // default-route-worker1 gets 10.1.1.21/24 on net1 (static IPAM from CNI_ARGS
 // IP=) and its default route via 10.1.1.254 there.
 func TestUndeclaredCapabilitiesPeerNADs(t *testing.T) {
-	multus := func(o *Options) { o.Policy.UndeclaredCapabilities = podnetworks.MultusUndeclared }
+	multus := func(o *envOptions) { o.Policy.UndeclaredCapabilities = podnetworks.MultusUndeclared }
 	e := newEnv(t, multus)
 	master := hostVeth(t)
 	e.nads.put(podNS, "tenant-network", fmt.Sprintf(`{"cniVersion":"0.3.0","disableCheck":true,"plugins":[{"type":"macvlan","master":%q,"mode":"bridge"}]}`, master), nil)

@@ -32,9 +32,11 @@ import (
 	"github.com/multinet/multinet/pkg/devinfo"
 	"github.com/multinet/multinet/pkg/draclaims"
 	"github.com/multinet/multinet/pkg/ipamd"
+	"github.com/multinet/multinet/pkg/keyedmutex"
 	"github.com/multinet/multinet/pkg/kube"
 	"github.com/multinet/multinet/pkg/nadlookup"
 	"github.com/multinet/multinet/pkg/netconf"
+	"github.com/multinet/multinet/pkg/netstatus"
 	"github.com/multinet/multinet/pkg/nodeexec"
 	"github.com/multinet/multinet/pkg/podnetworks"
 	"github.com/multinet/multinet/pkg/podresources"
@@ -100,6 +102,7 @@ type daemon struct {
 	devices   attach.Devices
 	delegates *nodeexec.Exec
 	engine    *attach.Engine
+	status    *netstatus.Publisher
 	hotPlug   *hotPlugger
 	conf      *confFile
 }
@@ -308,20 +311,29 @@ func (d *daemon) metricsComponent() lifecycle.Component {
 	}
 }
 
-// engineComponent is the attachment engine (attach.Engine) and its
-// hot-plug loop's handler on the pod informer. Stopping it waits for the
-// network-status writes and the records' group commit; pending
-// network-status writes stay in their records for the next start.
+// engineComponent is the attachment engine (attach.Engine), the
+// network-status publisher it publishes through (netstatus.Publisher, over
+// the engine's per-container locks) and its hot-plug loop's handler on the
+// pod informer. Stopping it waits for the network-status writes and the
+// records' group commit; pending network-status writes stay in their
+// records for the next start.
 func (d *daemon) engineComponent() lifecycle.Component {
 	return lifecycle.Component{
 		Name: "attachment engine",
 		Start: func(context.Context) error {
+			locks := &keyedmutex.Map{}
 			var err error
-			if d.engine, err = d.newEngine(); err != nil {
+			if d.status, err = netstatus.New(netstatus.Options{
+				Store: d.store, Writer: kube.NewStatusPatcher(d.clients.core), Locks: locks,
+				Events: d.events, Observer: d.m, Async: d.cfg.AsyncStatus,
+			}); err != nil {
+				return err
+			}
+			if d.engine, err = d.newEngine(locks); err != nil {
 				return err
 			}
 			// A pod deleted before its network-status landed: stop retrying it.
-			if err := d.pods.OnDelete(d.engine.StatusPodGone); err != nil {
+			if err := d.pods.OnDelete(d.status.PodGone); err != nil {
 				return err
 			}
 			// A running pod whose networks annotation changes is hot-plugged
@@ -331,7 +343,7 @@ func (d *daemon) engineComponent() lifecycle.Component {
 			return err
 		},
 		Stop: func(ctx context.Context) error {
-			if err := d.engine.Wait(ctx); err != nil {
+			if err := d.status.Wait(ctx); err != nil {
 				return fmt.Errorf("waiting for network-status writes: %w", err)
 			}
 			if err := d.store.Flush(ctx); err != nil {
@@ -343,8 +355,8 @@ func (d *daemon) engineComponent() lifecycle.Component {
 }
 
 // newEngine is the attachment engine of d's configuration, caches and
-// clients.
-func (d *daemon) newEngine() (*attach.Engine, error) {
+// clients, publishing network-status through d.status, over locks.
+func (d *daemon) newEngine(locks *keyedmutex.Map) (*attach.Engine, error) {
 	cfg := d.cfg
 	if cfg.UndeclaredCapabilities == string(podnetworks.MultusUndeclared) {
 		klog.InfoS("undeclaredCapabilities: multus: a key whose capability no plugin of the NAD declares is handed over as Multus does, with a Warning Event, instead of failing the ADD (spec §4.1.2.1.x.2; docs/migrating-from-multus.md)")
@@ -359,7 +371,8 @@ func (d *daemon) newEngine() (*attach.Engine, error) {
 		Pods:            d.pods,
 		NADs:            d.lookup,
 		Resolver:        d.resolver,
-		Status:          kube.NewStatusPatcher(d.clients.core),
+		Status:          d.status,
+		Locks:           locks,
 		Events:          d.events,
 		Devices:         d.devices,
 		Claims:          draclaims.New(d.clients.core, d.clients.resource, cfg.NodeName),
@@ -367,7 +380,6 @@ func (d *daemon) newEngine() (*attach.Engine, error) {
 		BinDirs:         cfg.CNIBinDirs,
 		CacheDir:        filepath.Join(cfg.StateDir, "cni-cache"),
 		DelegateTimeout: cfg.DelegateTimeout.Duration,
-		AsyncStatus:     cfg.AsyncStatus,
 		Observer:        d.m,
 		Ready:           d.ready,
 		Exec:            d.delegates,
@@ -488,12 +500,12 @@ func (d *daemon) reaperComponent() lifecycle.Component {
 // statusRetriesComponent retries the network-status PATCHes that failed
 // (API server unreachable during an ADD), also those of the records a
 // previous multinetd left pending, until they land or the pod is gone
-// (attach/netstatus.go).
+// (pkg/netstatus).
 func (d *daemon) statusRetriesComponent() lifecycle.Component {
 	return lifecycle.Component{
 		Name: "network-status retries",
 		Run: func(ctx context.Context) error {
-			if err := d.engine.RunStatusRetries(ctx, attach.StatusRetryOptions{}); err != nil {
+			if err := d.status.Run(ctx, netstatus.RetryOptions{}); err != nil {
 				klog.FromContext(ctx).Error(err, "network-status retries")
 			}
 			return nil

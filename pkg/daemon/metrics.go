@@ -12,11 +12,12 @@ import (
 
 	"github.com/multinet/multinet/pkg/attach"
 	"github.com/multinet/multinet/pkg/nadlookup"
+	"github.com/multinet/multinet/pkg/netstatus"
 )
 
 // metrics are multinetd's Prometheus metrics, in their own registry.
 // They implement cniserver.Observer, attach.Observer,
-// attach.StatusObserver, attach.RecordObserver and attach.HotPlugObserver.
+// netstatus.Observer, attach.RecordObserver and attach.HotPlugObserver.
 type metrics struct {
 	registry   *prometheus.Registry
 	opDuration *prometheus.HistogramVec // command
@@ -113,7 +114,7 @@ func (m *metrics) initLabels() {
 	for _, r := range []string{reapedOK, reapFailed} {
 		m.reaped.WithLabelValues(r)
 	}
-	for _, r := range []string{attach.RetryLanded, attach.RetryFailed, attach.RetryWithdrawn} {
+	for _, r := range []string{netstatus.RetryLanded, netstatus.RetryFailed, netstatus.RetryWithdrawn} {
 		m.stRetries.WithLabelValues(r)
 	}
 	for _, r := range []string{attach.HotPlugSucceeded, attach.HotPlugFailed, attach.HotPlugRefused} {
@@ -151,12 +152,12 @@ func (m *metrics) HotPlugDone(result string, d time.Duration) {
 	m.hotPlugDur.WithLabelValues(result).Observe(d.Seconds())
 }
 
-var _ attach.StatusObserver = (*metrics)(nil)
+var _ netstatus.Observer = (*metrics)(nil)
 
-// StatusPending implements attach.StatusObserver.
+// StatusPending implements netstatus.Observer.
 func (m *metrics) StatusPending(n int) { m.stPending.Set(float64(n)) }
 
-// StatusRetried implements attach.StatusObserver.
+// StatusRetried implements netstatus.Observer.
 func (m *metrics) StatusRetried(result string) { m.stRetries.WithLabelValues(result).Inc() }
 
 var _ attach.RecordObserver = (*metrics)(nil)

@@ -1,4 +1,11 @@
-package attach
+// Package netstatus publishes the network-status annotation of the pods
+// multinetd attached (multi-net spec §5) and retries the writes that fail
+// in the background. The CNI engine (pkg/attach) hands it each sandbox's
+// record once the record is saved (Publish) and withdraws it before tearing
+// the attachments down (Withdraw); the publisher reads records from the
+// store under the engine's per-container lock (Options.Locks), so it never
+// publishes what a DEL has begun to tear down.
+package netstatus
 
 import (
 	"context"
@@ -9,10 +16,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	"github.com/multinet/multinet/pkg/keyedmutex"
 	"github.com/multinet/multinet/pkg/kube"
 	"github.com/multinet/multinet/pkg/state"
 	"github.com/multinet/multinet/pkg/status"
@@ -28,7 +37,7 @@ import (
 //  2. When the PATCH lands the record is marked landed. When it fails the
 //     ADD still succeeds (the pod's networks are up), a NetworkStatusFailed
 //     Warning is posted and the container is handed to the retrier.
-//  3. The retrier (RunStatusRetries, started by multinetd) PATCHes again,
+//  3. The retrier (Run, started by multinetd) PATCHes again,
 //     with a per-container exponential backoff up to a cap, a bounded number
 //     of workers, until the PATCH lands (NetworkStatusWritten Event), or the
 //     status is withdrawn: the pod is gone (deleted, or re-created under its
@@ -36,14 +45,83 @@ import (
 //     sandbox of the same pod published its own. On start it resumes the
 //     records whose status is still pending.
 //
-// Every attempt holds the container's lock (the one ADD, DEL, CHECK and GC
-// hold) and reads the record under it, so it never publishes what a DEL has
+// Every attempt holds the container's lock (Options.Locks: the one ADD,
+// DEL, CHECK and GC hold) and reads the record under it, so it never publishes what a DEL has
 // begun to tear down; and it holds the pod's publish lock, so that an older
 // sandbox's status never overwrites a newer one's.
 
-// StatusObserver is the optional part of Options.Observer told about
-// network-status writes (multinetd's metrics).
-type StatusObserver interface {
+// StatusWriter writes the network-status annotation (kube.StatusPatcher).
+type StatusWriter interface {
+	PatchAnnotation(ctx context.Context, namespace, name, uid, key, value string) error
+}
+
+// EventSink posts Events on pods (kube.Events).
+type EventSink interface {
+	Normal(obj runtime.Object, reason, format string, args ...any)
+	Warning(obj runtime.Object, reason, format string, args ...any)
+}
+
+// Options configure a Publisher. Store, Writer and Locks are required.
+type Options struct {
+	// Store keeps the attachment records, with the status to publish.
+	Store *state.Store
+	// Writer PATCHes the annotation.
+	Writer StatusWriter
+	// Locks are the engine's per-container locks (attach.Options.Locks):
+	// every background write holds its container's.
+	Locks *keyedmutex.Map
+	// Events posts NetworkStatusFailed and NetworkStatusWritten; may be nil.
+	Events EventSink
+	// Observer is told about pending and retried writes; may be nil.
+	Observer Observer
+	// Async writes network-status after ADD returns (retrying in the
+	// background) instead of before. Default false: the annotation is on
+	// the pod before the runtime reports the sandbox ready.
+	Async bool
+}
+
+// Publisher publishes network-status. Create it with New; it is safe for
+// concurrent use.
+type Publisher struct {
+	opts    Options
+	retrier statusRetrier
+	bg      sync.WaitGroup // Async first writes
+}
+
+// New returns a Publisher. Errors: a required option is missing.
+func New(opts Options) (*Publisher, error) {
+	if opts.Store == nil || opts.Writer == nil || opts.Locks == nil {
+		return nil, errors.New("netstatus: Options.Store, Writer and Locks are required")
+	}
+	return &Publisher{opts: opts}, nil
+}
+
+// Wait blocks until the Async first writes are done or ctx ends.
+func (p *Publisher) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { p.bg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (p *Publisher) normalEvent(pod *corev1.Pod, reason, format string, args ...any) {
+	if p.opts.Events != nil && pod != nil {
+		p.opts.Events.Normal(pod, reason, format, args...)
+	}
+}
+
+func (p *Publisher) warningEvent(pod *corev1.Pod, reason, format string, args ...any) {
+	if p.opts.Events != nil && pod != nil {
+		p.opts.Events.Warning(pod, reason, format, args...)
+	}
+}
+
+// Observer is told about network-status writes (multinetd's metrics).
+type Observer interface {
 	// StatusPending is called with the number of containers whose
 	// network-status waits for a background retry, whenever it changes.
 	StatusPending(n int)
@@ -52,15 +130,15 @@ type StatusObserver interface {
 	StatusRetried(result string)
 }
 
-// Results of a background network-status retry (StatusObserver).
+// Results of a background network-status retry (Observer).
 const (
 	RetryLanded    = "landed"
 	RetryFailed    = "failed"
 	RetryWithdrawn = "withdrawn"
 )
 
-// StatusRetryOptions configure RunStatusRetries. Zero values take defaults.
-type StatusRetryOptions struct {
+// RetryOptions configure Run. Zero values take defaults.
+type RetryOptions struct {
 	// Workers is how many PATCHes run at once. Default 4.
 	Workers int
 	// BaseDelay is the wait before a container's first retry; it doubles
@@ -73,7 +151,7 @@ type StatusRetryOptions struct {
 	AttemptTimeout time.Duration
 }
 
-func (o *StatusRetryOptions) defaults() {
+func (o *RetryOptions) defaults() {
 	if o.Workers <= 0 {
 		o.Workers = 4
 	}
@@ -98,15 +176,15 @@ const statusTimeout = 10 * time.Second
 // container's lock (an ADD or DEL of it is running); it is tried again later.
 const statusLockWait = 2 * time.Second
 
-// statusRetrier is the engine's set of containers whose network-status has
+// statusRetrier is the publisher's set of containers whose network-status has
 // not landed. Its zero value is ready; the queue exists while
-// RunStatusRetries runs.
+// Run runs.
 type statusRetrier struct {
 	mu      sync.Mutex
 	pending map[string]*statusEntry // by container ID
 	queue   workqueue.TypedRateLimitingInterface[string]
 	// pods serializes the PATCHes of one pod (namespace/name).
-	pods keyedMutex
+	pods keyedmutex.Map
 }
 
 // statusEntry is one container waiting for a retry.
@@ -120,58 +198,43 @@ type statusEntry struct {
 
 func podKey(namespace, name string) string { return namespace + "/" + name }
 
-// statusIntent returns what rec publishes for the plan's pod: the encoded
-// list, pending. nil when there is no pod or no StatusWriter, or when the
-// list cannot be encoded (logged; the ADD still succeeds).
-func (e *Engine) statusIntent(log klog.Logger, p *plan, list []status.NetworkStatus) *state.NetworkStatus {
-	if p.pod == nil || e.opts.Status == nil {
-		return nil
-	}
-	value, err := status.Encode(list)
-	if err != nil {
-		log.Error(err, "encode network-status")
-		return nil
-	}
-	return &state.NetworkStatus{Value: value, PodUID: string(p.pod.UID), State: state.StatusPending}
-}
-
-// publishStatus writes rec's pending network-status after ADD saved rec (the
-// caller holds the container's lock): now, or with Options.AsyncStatus in
+// Publish writes rec's pending network-status after ADD (or hot-plug) saved
+// rec (the caller holds the container's lock): now, or with Options.Async in
 // the background once ADD returned. A newer status of the pod withdraws the
 // pending one of another sandbox first.
-func (e *Engine) publishStatus(ctx context.Context, pod *corev1.Pod, rec *state.Record) {
-	e.supersedeStatus(rec)
-	if e.opts.AsyncStatus {
+func (p *Publisher) Publish(ctx context.Context, pod *corev1.Pod, rec *state.Record) {
+	p.supersedeStatus(rec)
+	if p.opts.Async {
 		id := rec.ContainerID
-		e.bg.Add(1)
+		p.bg.Add(1)
 		go func() {
-			defer e.bg.Done()
-			e.firstStatusAttempt(context.WithoutCancel(ctx), id, pod)
+			defer p.bg.Done()
+			p.firstStatusAttempt(context.WithoutCancel(ctx), id, pod)
 		}()
 		return
 	}
-	res, err := e.patchStatus(ctx, rec, statusTimeout)
-	e.settleStatus(ctx, rec, pod, res, err, true)
+	res, err := p.patchStatus(ctx, rec, statusTimeout)
+	p.settleStatus(ctx, rec, pod, res, err, true)
 }
 
 // firstStatusAttempt is the AsyncStatus write of container id's status: as
 // a retry, under the container's lock once ADD released it, but failing
 // like the ADD's own write (Event, then the retrier).
-func (e *Engine) firstStatusAttempt(ctx context.Context, id string, pod *corev1.Pod) {
+func (p *Publisher) firstStatusAttempt(ctx context.Context, id string, pod *corev1.Pod) {
 	lctx, cancel := context.WithTimeout(ctx, statusTimeout)
-	unlock, err := e.locks.lock(lctx, id)
+	unlock, err := p.opts.Locks.Lock(lctx, id)
 	cancel()
 	if err != nil {
-		e.enqueueStatus(id, pod.Namespace, pod.Name, string(pod.UID))
+		p.enqueueStatus(id, pod.Namespace, pod.Name, string(pod.UID))
 		return
 	}
 	defer unlock()
-	rec, err := e.opts.Store.Load(id)
+	rec, err := p.opts.Store.Load(id)
 	if err != nil || !rec.Pending() {
 		return // DEL removed it, or a later ADD of the container replaced it
 	}
-	res, err := e.patchStatus(ctx, rec, statusTimeout)
-	e.settleStatus(ctx, rec, pod, res, err, true)
+	res, err := p.patchStatus(ctx, rec, statusTimeout)
+	p.settleStatus(ctx, rec, pod, res, err, true)
 }
 
 // patchResult is how one network-status write ended.
@@ -186,19 +249,19 @@ const (
 // patchStatus PATCHes rec's pending network-status, under the pod's publish
 // lock, unless it was withdrawn meanwhile. The caller holds the container's
 // lock. Errors: the PATCH's (patchFailed), or why it was withdrawn.
-func (e *Engine) patchStatus(ctx context.Context, rec *state.Record, timeout time.Duration) (patchResult, error) {
+func (p *Publisher) patchStatus(ctx context.Context, rec *state.Record, timeout time.Duration) (patchResult, error) {
 	ns := rec.NetworkStatus
-	unlock, err := e.retrier.pods.lock(ctx, podKey(rec.PodNamespace, rec.PodName))
+	unlock, err := p.retrier.pods.Lock(ctx, podKey(rec.PodNamespace, rec.PodName))
 	if err != nil {
 		return patchFailed, err
 	}
 	defer unlock()
-	if why := e.retrier.withdrawReason(rec.ContainerID); why != "" {
+	if why := p.retrier.withdrawReason(rec.ContainerID); why != "" {
 		return patchWithdrawn, errors.New(why)
 	}
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	err = e.opts.Status.PatchAnnotation(pctx, rec.PodNamespace, rec.PodName, ns.PodUID, status.Annotation, ns.Value)
+	err = p.opts.Writer.PatchAnnotation(pctx, rec.PodNamespace, rec.PodName, ns.PodUID, status.Annotation, ns.Value)
 	switch {
 	case err == nil:
 		return patchLanded, nil
@@ -213,7 +276,7 @@ func (e *Engine) patchStatus(ctx context.Context, rec *state.Record, timeout tim
 // durably: a lost mark only repeats the same PATCH after a power loss) and
 // end the container's retries; a failure of the ADD's own write (first)
 // posts NetworkStatusFailed and hands the container to the retrier.
-func (e *Engine) settleStatus(ctx context.Context, rec *state.Record, pod *corev1.Pod, res patchResult, err error, first bool) {
+func (p *Publisher) settleStatus(ctx context.Context, rec *state.Record, pod *corev1.Pod, res patchResult, err error, first bool) {
 	log := klog.FromContext(ctx).WithValues("containerID", rec.ContainerID, "pod", podKey(rec.PodNamespace, rec.PodName))
 	switch res {
 	case patchFailed:
@@ -221,8 +284,8 @@ func (e *Engine) settleStatus(ctx context.Context, rec *state.Record, pod *corev
 			return
 		}
 		log.Error(err, "write network-status; retrying in the background")
-		e.warningEvent(pod, kube.ReasonNetworkStatusFailed, "write %s: %v (multinetd keeps retrying)", status.Annotation, err)
-		e.enqueueStatus(rec.ContainerID, rec.PodNamespace, rec.PodName, rec.NetworkStatus.PodUID)
+		p.warningEvent(pod, kube.ReasonNetworkStatusFailed, "write %s: %v (multinetd keeps retrying)", status.Annotation, err)
+		p.enqueueStatus(rec.ContainerID, rec.PodNamespace, rec.PodName, rec.NetworkStatus.PodUID)
 		return
 	case patchLanded:
 		rec.NetworkStatus.State = state.StatusLanded
@@ -230,27 +293,27 @@ func (e *Engine) settleStatus(ctx context.Context, rec *state.Record, pod *corev
 		log.V(1).Info("network-status not written: withdrawn", "reason", err)
 		rec.NetworkStatus.State = state.StatusWithdrawn
 	}
-	if serr := e.opts.Store.SaveBuffered(rec); serr != nil {
+	if serr := p.opts.Store.SaveBuffered(rec); serr != nil {
 		log.Error(serr, "mark the network-status of the record", "state", rec.NetworkStatus.State)
 	}
-	e.retrier.drop(rec.ContainerID, e.statusObserver())
+	p.retrier.drop(rec.ContainerID, p.opts.Observer)
 }
 
-// withdrawStatus marks rec's pending network-status withdrawn (DEL and GC
+// Withdraw marks rec's pending network-status withdrawn (DEL and GC
 // call it before they tear rec's attachments down, holding the container's
 // lock; rec may be nil) and ends the container's retries, so that an
 // annotation never lists attachments being torn down.
-func (e *Engine) withdrawStatus(containerID string, rec *state.Record) {
+func (p *Publisher) Withdraw(containerID string, rec *state.Record) {
 	if rec.Pending() {
 		rec.NetworkStatus.State = state.StatusWithdrawn
 	}
-	e.retrier.drop(containerID, e.statusObserver())
+	p.retrier.drop(containerID, p.opts.Observer)
 }
 
 // supersedeStatus withdraws the pending status of every other container of
 // rec's pod: rec's is newer (a new sandbox of the pod).
-func (e *Engine) supersedeStatus(rec *state.Record) {
-	r := &e.retrier
+func (p *Publisher) supersedeStatus(rec *state.Record) {
+	r := &p.retrier
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for id, ent := range r.pending {
@@ -263,11 +326,11 @@ func (e *Engine) supersedeStatus(rec *state.Record) {
 	}
 }
 
-// StatusPodGone withdraws the pending network-status of pod
+// PodGone withdraws the pending network-status of pod
 // namespace/name with UID uid: the pod informer saw it deleted. Safe to call
 // from an informer's handler (it does not block).
-func (e *Engine) StatusPodGone(namespace, name, uid string) {
-	r := &e.retrier
+func (p *Publisher) PodGone(namespace, name, uid string) {
+	r := &p.retrier
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for id, ent := range r.pending {
@@ -280,18 +343,18 @@ func (e *Engine) StatusPodGone(namespace, name, uid string) {
 	}
 }
 
-// PendingStatus returns the number of containers whose network-status
+// Pending returns the number of containers whose network-status
 // waits for a background retry.
-func (e *Engine) PendingStatus() int {
-	e.retrier.mu.Lock()
-	defer e.retrier.mu.Unlock()
-	return len(e.retrier.pending)
+func (p *Publisher) Pending() int {
+	p.retrier.mu.Lock()
+	defer p.retrier.mu.Unlock()
+	return len(p.retrier.pending)
 }
 
 // enqueueStatus hands container id to the retrier (its first retry after
-// the base delay). Before RunStatusRetries runs it is only remembered.
-func (e *Engine) enqueueStatus(id, namespace, name, uid string) {
-	r := &e.retrier
+// the base delay). Before Run runs it is only remembered.
+func (p *Publisher) enqueueStatus(id, namespace, name, uid string) {
+	r := &p.retrier
 	r.mu.Lock()
 	if r.pending == nil {
 		r.pending = map[string]*statusEntry{}
@@ -304,7 +367,7 @@ func (e *Engine) enqueueStatus(id, namespace, name, uid string) {
 	}
 	n := len(r.pending)
 	r.mu.Unlock()
-	if o := e.statusObserver(); o != nil {
+	if o := p.opts.Observer; o != nil {
 		o.StatusPending(n)
 	}
 }
@@ -320,7 +383,7 @@ func (r *statusRetrier) withdrawReason(id string) string {
 }
 
 // drop ends the retries of container id.
-func (r *statusRetrier) drop(id string, o StatusObserver) {
+func (r *statusRetrier) drop(id string, o Observer) {
 	r.mu.Lock()
 	_, had := r.pending[id]
 	delete(r.pending, id)
@@ -331,25 +394,20 @@ func (r *statusRetrier) drop(id string, o StatusObserver) {
 	}
 }
 
-func (e *Engine) statusObserver() StatusObserver {
-	o, _ := e.opts.Observer.(StatusObserver)
-	return o
-}
-
-// RunStatusRetries retries the network-status writes that failed, until ctx
+// Run retries the network-status writes that failed, until ctx
 // ends: first those of the records whose status is still pending (written
 // before a restart of multinetd, or by ADDs that ran before it was called),
 // then every container an ADD hands over. It returns once its workers have
 // stopped (an attempt in progress is cancelled with ctx). Errors: it is
 // already running, or the records cannot be listed (it still retries what
 // ADDs hand over until ctx ends).
-func (e *Engine) RunStatusRetries(ctx context.Context, opts StatusRetryOptions) error {
+func (p *Publisher) Run(ctx context.Context, opts RetryOptions) error {
 	opts.defaults()
-	if e.opts.Status == nil {
+	if p.opts.Writer == nil {
 		<-ctx.Done()
 		return nil
 	}
-	r := &e.retrier
+	r := &p.retrier
 	q := workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](opts.BaseDelay, opts.MaxDelay),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "multinet-network-status"})
@@ -364,7 +422,7 @@ func (e *Engine) RunStatusRetries(ctx context.Context, opts StatusRetryOptions) 
 		q.AddRateLimited(id)
 	}
 	r.mu.Unlock()
-	resumeErr := e.resumeStatus(ctx)
+	resumeErr := p.resumeStatus(ctx)
 
 	var wg sync.WaitGroup
 	for range opts.Workers {
@@ -374,7 +432,7 @@ func (e *Engine) RunStatusRetries(ctx context.Context, opts StatusRetryOptions) 
 				if shutdown {
 					return
 				}
-				if e.retryStatus(ctx, id, opts.AttemptTimeout) && ctx.Err() == nil {
+				if p.retryStatus(ctx, id, opts.AttemptTimeout) && ctx.Err() == nil {
 					q.AddRateLimited(id)
 				} else {
 					q.Forget(id)
@@ -395,8 +453,8 @@ func (e *Engine) RunStatusRetries(ctx context.Context, opts StatusRetryOptions) 
 // resumeStatus hands every record with a pending network-status to the
 // retrier, at once; of several records of one pod only the newest one's
 // (the pod's current sandbox) is published, the older ones are withdrawn.
-func (e *Engine) resumeStatus(ctx context.Context) error {
-	ids, err := e.opts.Store.List()
+func (p *Publisher) resumeStatus(ctx context.Context) error {
+	ids, err := p.opts.Store.List()
 	if err != nil {
 		return fmt.Errorf("network-status retries: %w", err)
 	}
@@ -407,7 +465,7 @@ func (e *Engine) resumeStatus(ctx context.Context) error {
 	newest := map[string]found{} // by pod, among records with a status
 	var pending []found
 	for _, id := range ids {
-		rec, err := e.opts.Store.Load(id)
+		rec, err := p.opts.Store.Load(id)
 		if err != nil || rec.NetworkStatus == nil {
 			continue // a record DEL just removed, or a corrupt one (DEL reports it)
 		}
@@ -419,7 +477,7 @@ func (e *Engine) resumeStatus(ctx context.Context) error {
 			pending = append(pending, found{id, rec})
 		}
 	}
-	r := &e.retrier
+	r := &p.retrier
 	r.mu.Lock()
 	if r.pending == nil {
 		r.pending = map[string]*statusEntry{}
@@ -442,7 +500,7 @@ func (e *Engine) resumeStatus(ctx context.Context) error {
 	if len(pending) > 0 {
 		klog.FromContext(ctx).Info("resuming network-status writes that had not landed", "containers", len(pending))
 	}
-	if o := e.statusObserver(); o != nil {
+	if o := p.opts.Observer; o != nil {
 		o.StatusPending(n)
 	}
 	return nil
@@ -450,8 +508,8 @@ func (e *Engine) resumeStatus(ctx context.Context) error {
 
 // retryStatus is one background attempt at container id's network-status.
 // It returns true when the container is to be tried again later.
-func (e *Engine) retryStatus(ctx context.Context, id string, timeout time.Duration) bool {
-	r := &e.retrier
+func (p *Publisher) retryStatus(ctx context.Context, id string, timeout time.Duration) bool {
+	r := &p.retrier
 	r.mu.Lock()
 	ent, ok := r.pending[id]
 	var pod *corev1.Pod
@@ -466,38 +524,38 @@ func (e *Engine) retryStatus(ctx context.Context, id string, timeout time.Durati
 	log := klog.FromContext(ctx).WithValues("containerID", id, "pod", podKey(pod.Namespace, pod.Name))
 
 	lctx, cancel := context.WithTimeout(ctx, statusLockWait)
-	unlock, err := e.locks.lock(lctx, id)
+	unlock, err := p.opts.Locks.Lock(lctx, id)
 	cancel()
 	if err != nil {
 		return true // an ADD or DEL of the container is running: later
 	}
 	defer unlock()
-	rec, err := e.opts.Store.Load(id)
+	rec, err := p.opts.Store.Load(id)
 	switch {
 	case errors.Is(err, state.ErrNotFound):
-		r.drop(id, e.statusObserver()) // DEL removed it
+		r.drop(id, p.opts.Observer) // DEL removed it
 		return false
 	case err != nil && errors.Is(err, state.ErrCorrupt):
 		log.Error(err, "network-status retries end: the record is corrupt")
-		r.drop(id, e.statusObserver())
+		r.drop(id, p.opts.Observer)
 		return false
 	case err != nil:
 		log.Error(err, "network-status retry: read the record")
 		return true
 	case !rec.Pending():
-		r.drop(id, e.statusObserver())
+		r.drop(id, p.opts.Observer)
 		return false
 	}
 
-	res, err := e.patchStatus(ctx, rec, timeout)
+	res, err := p.patchStatus(ctx, rec, timeout)
 	if ctx.Err() != nil {
 		return false // stopping; the record stays pending for the next start
 	}
-	o := e.statusObserver()
+	o := p.opts.Observer
 	switch res {
 	case patchLanded:
 		log.Info("network-status written by a background retry", "retries", ent.retries)
-		e.normalEvent(pod, kube.ReasonNetworkStatusWritten, "wrote %s after %d background retries", status.Annotation, ent.retries)
+		p.normalEvent(pod, kube.ReasonNetworkStatusWritten, "wrote %s after %d background retries", status.Annotation, ent.retries)
 		if o != nil {
 			o.StatusRetried(RetryLanded)
 		}
@@ -512,6 +570,6 @@ func (e *Engine) retryStatus(ctx context.Context, id string, timeout time.Durati
 		}
 		return true
 	}
-	e.settleStatus(ctx, rec, pod, res, err, false)
+	p.settleStatus(ctx, rec, pod, res, err, false)
 	return false
 }
