@@ -184,8 +184,8 @@ func TestKustomizationListsCRDs(t *testing.T) {
 	for _, f := range files {
 		want = append(want, filepath.Base(f))
 	}
-	if len(want) != 3 || !slices.Equal(slices.Sorted(slices.Values(k.Resources)), want) {
-		t.Errorf("kustomization resources = %v, want the three CRD files %v", k.Resources, want)
+	if len(want) != 4 || !slices.Equal(slices.Sorted(slices.Values(k.Resources)), want) {
+		t.Errorf("kustomization resources = %v, want the four CRD files (IPAllocation, IPAMClaim, MultiNetworkPolicy, NetworkAttachmentDefinition) %v", k.Resources, want)
 	}
 	for _, r := range k.Resources {
 		if strings.Contains(r, "/") {

@@ -41,7 +41,7 @@ boilerplate=hack/boilerplate.go.txt
 crd_dir=deploy/crds
 client_dir=pkg/client
 # Group/version directories under api/ whose +genclient types get a client.
-client_apis=(k8s.cni.cncf.io/v1 k8s.cni.cncf.io/v1alpha1 ipam.multinet.io/v1alpha1)
+client_apis=(k8s.cni.cncf.io/v1 k8s.cni.cncf.io/v1alpha1 k8s.cni.cncf.io/v1beta1 k8s.cni.cncf.io/v1beta2 ipam.multinet.io/v1alpha1)
 # The Kubernetes kinds multinetd reads and writes: their packages under
 # k8s.io/api (kube_inputs) and the kinds as API group/version/Kind
 # (kube_types; the core group is ""). client-go's own typed clients

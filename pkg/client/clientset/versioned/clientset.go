@@ -14,6 +14,8 @@ import (
 	ipamv1alpha1 "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/ipam.multinet.io/v1alpha1"
 	k8scnicncfiov1 "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/k8s.cni.cncf.io/v1"
 	k8scnicncfiov1alpha1 "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/k8s.cni.cncf.io/v1alpha1"
+	k8scnicncfiov1beta1 "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/k8s.cni.cncf.io/v1beta1"
+	k8scnicncfiov1beta2 "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/k8s.cni.cncf.io/v1beta2"
 	discovery "k8s.io/client-go/discovery"
 	rest "k8s.io/client-go/rest"
 	flowcontrol "k8s.io/client-go/util/flowcontrol"
@@ -24,6 +26,8 @@ type Interface interface {
 	IPAMV1alpha1() ipamv1alpha1.IPAMV1alpha1Interface
 	K8sCniCncfIoV1() k8scnicncfiov1.K8sCniCncfIoV1Interface
 	K8sCniCncfIoV1alpha1() k8scnicncfiov1alpha1.K8sCniCncfIoV1alpha1Interface
+	K8sCniCncfIoV1beta1() k8scnicncfiov1beta1.K8sCniCncfIoV1beta1Interface
+	K8sCniCncfIoV1beta2() k8scnicncfiov1beta2.K8sCniCncfIoV1beta2Interface
 }
 
 // Clientset contains the clients for groups.
@@ -32,6 +36,8 @@ type Clientset struct {
 	iPAMV1alpha1         *ipamv1alpha1.IPAMV1alpha1Client
 	k8sCniCncfIoV1       *k8scnicncfiov1.K8sCniCncfIoV1Client
 	k8sCniCncfIoV1alpha1 *k8scnicncfiov1alpha1.K8sCniCncfIoV1alpha1Client
+	k8sCniCncfIoV1beta1  *k8scnicncfiov1beta1.K8sCniCncfIoV1beta1Client
+	k8sCniCncfIoV1beta2  *k8scnicncfiov1beta2.K8sCniCncfIoV1beta2Client
 }
 
 // IPAMV1alpha1 retrieves the IPAMV1alpha1Client
@@ -47,6 +53,16 @@ func (c *Clientset) K8sCniCncfIoV1() k8scnicncfiov1.K8sCniCncfIoV1Interface {
 // K8sCniCncfIoV1alpha1 retrieves the K8sCniCncfIoV1alpha1Client
 func (c *Clientset) K8sCniCncfIoV1alpha1() k8scnicncfiov1alpha1.K8sCniCncfIoV1alpha1Interface {
 	return c.k8sCniCncfIoV1alpha1
+}
+
+// K8sCniCncfIoV1beta1 retrieves the K8sCniCncfIoV1beta1Client
+func (c *Clientset) K8sCniCncfIoV1beta1() k8scnicncfiov1beta1.K8sCniCncfIoV1beta1Interface {
+	return c.k8sCniCncfIoV1beta1
+}
+
+// K8sCniCncfIoV1beta2 retrieves the K8sCniCncfIoV1beta2Client
+func (c *Clientset) K8sCniCncfIoV1beta2() k8scnicncfiov1beta2.K8sCniCncfIoV1beta2Interface {
+	return c.k8sCniCncfIoV1beta2
 }
 
 // Discovery retrieves the DiscoveryClient
@@ -105,6 +121,14 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 	if err != nil {
 		return nil, err
 	}
+	cs.k8sCniCncfIoV1beta1, err = k8scnicncfiov1beta1.NewForConfigAndClient(&configShallowCopy, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	cs.k8sCniCncfIoV1beta2, err = k8scnicncfiov1beta2.NewForConfigAndClient(&configShallowCopy, httpClient)
+	if err != nil {
+		return nil, err
+	}
 
 	cs.DiscoveryClient, err = discovery.NewDiscoveryClientForConfigAndClient(&configShallowCopy, httpClient)
 	if err != nil {
@@ -129,6 +153,8 @@ func New(c rest.Interface) *Clientset {
 	cs.iPAMV1alpha1 = ipamv1alpha1.New(c)
 	cs.k8sCniCncfIoV1 = k8scnicncfiov1.New(c)
 	cs.k8sCniCncfIoV1alpha1 = k8scnicncfiov1alpha1.New(c)
+	cs.k8sCniCncfIoV1beta1 = k8scnicncfiov1beta1.New(c)
+	cs.k8sCniCncfIoV1beta2 = k8scnicncfiov1beta2.New(c)
 
 	cs.DiscoveryClient = discovery.NewDiscoveryClient(c)
 	return &cs

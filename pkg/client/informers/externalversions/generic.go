@@ -13,6 +13,8 @@ import (
 	v1alpha1 "github.com/multinet/multinet/api/ipam.multinet.io/v1alpha1"
 	v1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
 	k8scnicncfiov1alpha1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1alpha1"
+	v1beta1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1beta1"
+	v1beta2 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1beta2"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	cache "k8s.io/client-go/tools/cache"
 )
@@ -54,6 +56,14 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		// Group=k8s.cni.cncf.io, Version=v1alpha1
 	case k8scnicncfiov1alpha1.SchemeGroupVersion.WithResource("ipamclaims"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.K8sCniCncfIo().V1alpha1().IPAMClaims().Informer()}, nil
+
+		// Group=k8s.cni.cncf.io, Version=v1beta1
+	case v1beta1.SchemeGroupVersion.WithResource("multi-networkpolicies"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.K8sCniCncfIo().V1beta1().MultiNetworkPolicies().Informer()}, nil
+
+		// Group=k8s.cni.cncf.io, Version=v1beta2
+	case v1beta2.SchemeGroupVersion.WithResource("multi-networkpolicies"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.K8sCniCncfIo().V1beta2().MultiNetworkPolicies().Informer()}, nil
 
 	}
 

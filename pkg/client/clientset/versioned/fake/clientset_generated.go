@@ -15,6 +15,10 @@ import (
 	fakek8scnicncfiov1 "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/k8s.cni.cncf.io/v1/fake"
 	k8scnicncfiov1alpha1 "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/k8s.cni.cncf.io/v1alpha1"
 	fakek8scnicncfiov1alpha1 "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/k8s.cni.cncf.io/v1alpha1/fake"
+	k8scnicncfiov1beta1 "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/k8s.cni.cncf.io/v1beta1"
+	fakek8scnicncfiov1beta1 "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/k8s.cni.cncf.io/v1beta1/fake"
+	k8scnicncfiov1beta2 "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/k8s.cni.cncf.io/v1beta2"
+	fakek8scnicncfiov1beta2 "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/k8s.cni.cncf.io/v1beta2/fake"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -101,4 +105,14 @@ func (c *Clientset) K8sCniCncfIoV1() k8scnicncfiov1.K8sCniCncfIoV1Interface {
 // K8sCniCncfIoV1alpha1 retrieves the K8sCniCncfIoV1alpha1Client
 func (c *Clientset) K8sCniCncfIoV1alpha1() k8scnicncfiov1alpha1.K8sCniCncfIoV1alpha1Interface {
 	return &fakek8scnicncfiov1alpha1.FakeK8sCniCncfIoV1alpha1{Fake: &c.Fake}
+}
+
+// K8sCniCncfIoV1beta1 retrieves the K8sCniCncfIoV1beta1Client
+func (c *Clientset) K8sCniCncfIoV1beta1() k8scnicncfiov1beta1.K8sCniCncfIoV1beta1Interface {
+	return &fakek8scnicncfiov1beta1.FakeK8sCniCncfIoV1beta1{Fake: &c.Fake}
+}
+
+// K8sCniCncfIoV1beta2 retrieves the K8sCniCncfIoV1beta2Client
+func (c *Clientset) K8sCniCncfIoV1beta2() k8scnicncfiov1beta2.K8sCniCncfIoV1beta2Interface {
+	return &fakek8scnicncfiov1beta2.FakeK8sCniCncfIoV1beta2{Fake: &c.Fake}
 }

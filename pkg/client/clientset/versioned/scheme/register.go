@@ -11,6 +11,8 @@ import (
 	ipamv1alpha1 "github.com/multinet/multinet/api/ipam.multinet.io/v1alpha1"
 	k8scnicncfiov1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
 	k8scnicncfiov1alpha1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1alpha1"
+	k8scnicncfiov1beta1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1beta1"
+	k8scnicncfiov1beta2 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1beta2"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
@@ -25,6 +27,8 @@ var localSchemeBuilder = runtime.SchemeBuilder{
 	ipamv1alpha1.AddToScheme,
 	k8scnicncfiov1.AddToScheme,
 	k8scnicncfiov1alpha1.AddToScheme,
+	k8scnicncfiov1beta1.AddToScheme,
+	k8scnicncfiov1beta2.AddToScheme,
 }
 
 // AddToScheme adds all types of this clientset into the given scheme. This allows composition

@@ -11,6 +11,8 @@ import (
 	internalinterfaces "github.com/multinet/multinet/pkg/client/informers/externalversions/internalinterfaces"
 	v1 "github.com/multinet/multinet/pkg/client/informers/externalversions/k8s.cni.cncf.io/v1"
 	v1alpha1 "github.com/multinet/multinet/pkg/client/informers/externalversions/k8s.cni.cncf.io/v1alpha1"
+	v1beta1 "github.com/multinet/multinet/pkg/client/informers/externalversions/k8s.cni.cncf.io/v1beta1"
+	v1beta2 "github.com/multinet/multinet/pkg/client/informers/externalversions/k8s.cni.cncf.io/v1beta2"
 )
 
 // Interface provides access to each of this group's versions.
@@ -19,6 +21,10 @@ type Interface interface {
 	V1() v1.Interface
 	// V1alpha1 provides access to shared informers for resources in V1alpha1.
 	V1alpha1() v1alpha1.Interface
+	// V1beta1 provides access to shared informers for resources in V1beta1.
+	V1beta1() v1beta1.Interface
+	// V1beta2 provides access to shared informers for resources in V1beta2.
+	V1beta2() v1beta2.Interface
 }
 
 type group struct {
@@ -40,4 +46,14 @@ func (g *group) V1() v1.Interface {
 // V1alpha1 returns a new v1alpha1.Interface.
 func (g *group) V1alpha1() v1alpha1.Interface {
 	return v1alpha1.New(g.factory, g.namespace, g.tweakListOptions)
+}
+
+// V1beta1 returns a new v1beta1.Interface.
+func (g *group) V1beta1() v1beta1.Interface {
+	return v1beta1.New(g.factory, g.namespace, g.tweakListOptions)
+}
+
+// V1beta2 returns a new v1beta2.Interface.
+func (g *group) V1beta2() v1beta2.Interface {
+	return v1beta2.New(g.factory, g.namespace, g.tweakListOptions)
 }
