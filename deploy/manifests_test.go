@@ -113,6 +113,7 @@ func TestOverlaysRender(t *testing.T) {
 			"Namespace/multinet-system",
 			"CustomResourceDefinition/network-attachment-definitions.k8s.cni.cncf.io",
 			"CustomResourceDefinition/ipamclaims.k8s.cni.cncf.io",
+			"CustomResourceDefinition/multi-networkpolicies.k8s.cni.cncf.io",
 			"CustomResourceDefinition/ipallocations.ipam.multinet.io",
 			"ServiceAccount/multinetd", "ServiceAccount/multinet-webhook", "ServiceAccount/multinet-deviceplugin",
 			"ClusterRole/multinet:multinetd", "ClusterRoleBinding/multinet:multinetd",

@@ -25,8 +25,9 @@ import (
 )
 
 // TestCRDsEstablished: the CRDs of deploy/crds are served with the group,
-// version, scope and names of spec §3.1 (NetworkAttachmentDefinition) and
-// §8.1 (IPAMClaim, with a status subresource), and are Established.
+// version, scope and names of spec §3.1 (NetworkAttachmentDefinition),
+// §8.1 (IPAMClaim, with a status subresource) and the NPWG
+// MultiNetworkPolicy (v1beta2 stored), and are Established.
 func TestCRDsEstablished(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -38,6 +39,7 @@ func TestCRDsEstablished(t *testing.T) {
 	}{
 		{"network-attachment-definitions.k8s.cni.cncf.io", "v1", "NetworkAttachmentDefinition", "network-attachment-definitions", []string{"net-attach-def"}, false},
 		{"ipamclaims.k8s.cni.cncf.io", "v1alpha1", "IPAMClaim", "ipamclaims", nil, true},
+		{"multi-networkpolicies.k8s.cni.cncf.io", "v1beta2", "MultiNetworkPolicy", "multi-networkpolicies", []string{"multi-policy"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
