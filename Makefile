@@ -101,7 +101,7 @@ fuzz: ## run every Fuzz target for FUZZTIME (default 30s) each
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 .PHONY: bench
-bench: ## cluster benchmark (hack/bench.sh BENCH_ARGS; needs cluster-up, root; MULTUS_BIN_DIR=<dir> measures Multus thick side by side): writes the dated report docs/bench/<date>-<commit>.md with its PNG pictures and the latest-run block of docs/bench.md, then bench-go
+bench: ## cluster benchmark (hack/bench.sh BENCH_ARGS; needs cluster-up, root; MULTUS_BIN_DIR=<dir> measures Multus thick side by side): writes the dated report docs/bench/<date>-<commit>.md with its SVG pictures and the latest-run block of docs/bench.md, then bench-go
 	hack/bench.sh $(BENCH_ARGS)
 	$(MAKE) --no-print-directory bench-go
 

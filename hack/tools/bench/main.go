@@ -113,7 +113,7 @@ func parseFlags() (*options, error) {
 	flag.StringVar(&o.multusBinDir, "multus-bin-dir", os.Getenv("MULTUS_BIN_DIR"), "a directory with multus-daemon and multus-shim (Multus thick, hack/multus-build.sh): also measure Multus side by side (default $MULTUS_BIN_DIR; empty: skipped)")
 	flag.IntVar(&o.limitConc, "limit-concurrency", 150, "the burst size (one of -concurrency) whose bursts run with multinetd's memory cgroup limited to -memory-limit (0: none)")
 	flag.IntVar(&o.memLimitMiB, "memory-limit", 64, "multinetd's memory limit (MiB) for the -limit-concurrency bursts")
-	flag.StringVar(&o.reportDir, "report-dir", "", "also write the dated report <date>-<commit>.md and its pictures (PNG) into this directory (hack/bench.sh: docs/bench; empty: none)")
+	flag.StringVar(&o.reportDir, "report-dir", "", "also write the dated report <date>-<commit>.md and its pictures (SVG) into this directory (hack/bench.sh: docs/bench; empty: none)")
 	flag.StringVar(&o.page, "page", "", "a markdown page whose latest-run block (between "+latestBegin+" and "+latestEnd+") is rewritten with the report's headline and pictures (hack/bench.sh: docs/bench.md; empty: none)")
 	flag.StringVar(&o.commit, "commit", "", "the source commit measured, for the report (hack/bench.sh: git rev-parse)")
 	flag.StringVar(&o.command, "command", "", "the command that ran the bench, for the report (default: this process's arguments)")

@@ -63,7 +63,7 @@ func reportBase(r *results) string {
 
 // writeReport writes into dir the report <base>.md (the environment, the
 // command, the headline table, the pictures, then every table of markdown)
-// and its pictures <base>-add.png, <base>-del.png and <base>-burst-<N>.png
+// and its pictures <base>-add.svg, <base>-del.svg and <base>-burst-<N>.svg
 // (those with samples). A report of the same date and commit is replaced.
 func writeReport(dir string, r *results) (*report, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -73,7 +73,7 @@ func writeReport(dir string, r *results) (*report, error) {
 	rep := &report{path: filepath.Join(dir, base+".md"), headline: r.headline(),
 		summary: fmt.Sprintf("%s, commit %s: `%s`", r.started.UTC().Format("2006-01-02 15:04 MST"), orUnknown(r.o.commit), r.o.command)}
 	for _, pic := range r.pictures() {
-		name := base + "-" + pic.suffix + ".png"
+		name := base + "-" + pic.suffix + ".svg"
 		p, err := benchplot.CDF(pic.title, pic.xLabel, pic.series)
 		if pic.timeline {
 			p, err = benchplot.Timeline(pic.title, pic.xLabel, pic.series)
@@ -81,7 +81,7 @@ func writeReport(dir string, r *results) (*report, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := benchplot.WritePNG(p, filepath.Join(dir, name)); err != nil {
+		if err := benchplot.WriteSVG(p, filepath.Join(dir, name)); err != nil {
 			return nil, err
 		}
 		rep.pictures = append(rep.pictures, name)
@@ -187,7 +187,7 @@ func (r *results) headline() string {
 	return b.String()
 }
 
-// picture is one PNG of a report: a CDF of latencies (ms) or a burst
+// picture is one SVG of a report: a CDF of latencies (ms) or a burst
 // timeline (s).
 type picture struct {
 	suffix, title, xLabel string

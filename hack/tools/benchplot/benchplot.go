@@ -1,20 +1,22 @@
 // Package benchplot draws the benchmark's pictures with gonum.org/v1/plot:
 // latency distributions as empirical cumulative distributions (CDF) and
-// bursts of concurrent operations as timelines, written as PNG (rendered
-// with gonum's own fonts, so a picture looks the same in every viewer). It
-// is tools code for hack/tools/bench (make bench), not part of the product.
+// bursts of concurrent operations as timelines, written as SVG. Text is set
+// in Liberation Sans, whose metrics gonum lays the picture out with, and the
+// SVG names the fonts metric-compatible with it (Arimo, Arial, Helvetica) as
+// fallbacks, so a viewer without Liberation Sans keeps the layout. It is
+// tools code for hack/tools/bench (make bench), not part of the product.
 package benchplot
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
-	"image/color"
 	"os"
 	"slices"
 	"strconv"
 
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
@@ -28,17 +30,36 @@ type Series struct {
 	Values []float64
 }
 
+// sans is the pictures' font: Liberation Sans, metric-compatible with
+// Arial and Helvetica, which viewers have far more often than Liberation
+// Serif (gonum's default) or a metric-compatible serif.
+var sans = font.Font{Typeface: "Liberation", Variant: "Sans"}
+
+// svgFamily is the font-family gonum writes for sans, and svgFallbacks what
+// SVG replaces it with.
+const (
+	svgFamily    = "font-family:Liberation Sans;"
+	svgFallbacks = "font-family:'Liberation Sans',Arimo,Arial,Helvetica,sans-serif;"
+)
+
 // Size of every picture.
 const (
 	width  = 20 * vg.Centimeter
 	height = 12 * vg.Centimeter
 )
 
+// newPlot is plot.New with every text in sans.
+func newPlot() *plot.Plot {
+	p := plot.New()
+	for _, st := range []*font.Font{&p.Title.TextStyle.Font, &p.X.Label.TextStyle.Font, &p.Y.Label.TextStyle.Font,
+		&p.X.Tick.Label.Font, &p.Y.Tick.Label.Font, &p.Legend.TextStyle.Font} {
+		st.Typeface, st.Variant = sans.Typeface, sans.Variant
+	}
+	return p
+}
+
 // label is a series' legend entry: its name and sample size.
 func label(s Series) string { return fmt.Sprintf("%s (n=%d)", s.Name, len(s.Values)) }
-
-// SeriesColor is the colour of the line of series[i] in a picture.
-func SeriesColor(i int) color.Color { return plotutil.Color(i) }
 
 // cdfPoints returns the empirical CDF of values as step points: for each
 // value in ascending order, (value, fraction of values ≤ it). Its first
@@ -103,7 +124,7 @@ func (countTicks) Ticks(lo, hi float64) []plot.Tick {
 }
 
 func draw(title, xLabel, yLabel string, series []Series, points func([]float64) plotter.XYs) (*plot.Plot, error) {
-	p := plot.New()
+	p := newPlot()
 	p.Title.Text = title
 	p.X.Label.Text = xLabel
 	p.Y.Label.Text = yLabel
@@ -124,7 +145,7 @@ func draw(title, xLabel, yLabel string, series []Series, points func([]float64) 
 			return nil, fmt.Errorf("%s: series %s: %w", title, s.Name, err)
 		}
 		l.StepStyle = plotter.PostStep
-		l.Color = SeriesColor(i)
+		l.Color = plotutil.Color(i)
 		l.Width = vg.Points(1.5)
 		p.Add(l)
 		p.Legend.Add(label(s), l)
@@ -138,9 +159,9 @@ func draw(title, xLabel, yLabel string, series []Series, points func([]float64) 
 	return p, nil
 }
 
-// PNG renders p as a PNG image.
-func PNG(p *plot.Plot) ([]byte, error) {
-	w, err := p.WriterTo(width, height, "png")
+// SVG renders p as an SVG document whose text names sans's fallbacks.
+func SVG(p *plot.Plot) ([]byte, error) {
+	w, err := p.WriterTo(width, height, "svg")
 	if err != nil {
 		return nil, err
 	}
@@ -148,15 +169,15 @@ func PNG(p *plot.Plot) ([]byte, error) {
 	if _, err := w.WriteTo(&b); err != nil {
 		return nil, err
 	}
-	return b.Bytes(), nil
+	return bytes.ReplaceAll(b.Bytes(), []byte(svgFamily), []byte(svgFallbacks)), nil
 }
 
-// WritePNG renders p as PNG into path (created or replaced, mode 0644).
-func WritePNG(p *plot.Plot, path string) error {
+// WriteSVG renders p as SVG into path (created or replaced, mode 0644).
+func WriteSVG(p *plot.Plot, path string) error {
 	if p == nil {
 		return errors.New("benchplot: no plot")
 	}
-	b, err := PNG(p)
+	b, err := SVG(p)
 	if err != nil {
 		return fmt.Errorf("render %s: %w", path, err)
 	}
