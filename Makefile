@@ -53,6 +53,12 @@ apiserver: ## build the kube-apiserver the package tests run (internal/apiserver
 test-unit: packages apiserver ## go test ./... in the product module and in hack/tools (no e2e), with -race when a C compiler is present (packages first: the hack/lib tests run jq, etcd; then kube-apiserver: with MULTINET_REQUIRE_APISERVER=1 a test needing the real API server fails instead of skipping)
 	MULTINET_REQUIRE_APISERVER=1 $(GO) test $(RACE) -count=1 -timeout $(UNIT_TIMEOUT) ./...
 	$(GO) -C hack/tools test $(RACE) -count=1 -timeout $(UNIT_TIMEOUT) ./...
+	MULTINET_REQUIRE_APISERVER=1 $(GO) -C deploy/observability test -count=1 -timeout $(UNIT_TIMEOUT) ./...
+
+.PHONY: observability
+observability: ## regenerate the Grafana dashboard, alert rules (plain and PrometheusRule) and PodMonitors in deploy/observability from its Go source (a module of its own: docs/operations.md), then the Helm chart that templates them (make helm)
+	$(GO) -C deploy/observability run ./gen
+	$(MAKE) helm
 
 .PHONY: test-flakes
 test-flakes: ## the flake hunt: unit suite -race -count=FLAKE_COUNT (10), then the e2e suite FLAKE_E2E_RUNS (3) times, under a background build load; lists every test that failed (hack/test-flakes.sh; hours)

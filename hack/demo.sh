@@ -82,4 +82,9 @@ deployed=$(kc -n multinet-system get pods -o jsonpath='{range .items[*]}{.metada
 echo "multinet components: ${deployed:-host processes (MULTINET_DEPLOY=host)}"
 echo "multinet demo: $npods pod(s) running, $total network attachment(s) in all; last pod: $summary_ifaces"
 echo "device-backed attachment of multinet-demo/multinet-demo-devices: $device_info"
+echo
+echo "=== observability (docs/operations.md)"
+echo "Grafana dashboard: Grafana > Dashboards > New > Import, upload $MULTINET_ROOT/deploy/observability/dashboard.json (uid multinet-overview), pick a Prometheus data source"
+echo "alert rules: $MULTINET_ROOT/deploy/observability/rules.yaml (Prometheus rule_files), $MULTINET_ROOT/deploy/observability/prometheusrule.yaml (PrometheusRule); runbooks: docs/operations.md \"Runbooks\""
+echo "scrape: $MULTINET_ROOT/deploy/observability/podmonitors.yaml (PodMonitors); this cluster's multinetd metrics: curl -s http://127.0.0.1:9390/metrics on the node"
 echo "The cluster stays up: export KUBECONFIG=$KUBECONFIG; make cluster-down stops it."

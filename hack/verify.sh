@@ -52,6 +52,9 @@ go vet ./...
 go -C hack/tools vet ./...
 if [[ -d test/e2e ]]; then go vet -tags e2e ./test/e2e/...; fi
 if [[ -d test/chaos ]]; then go vet -tags chaos ./test/chaos/...; fi
+# deploy/observability is a module of its own (its tools' dependencies stay
+# out of the binaries' go.mod): vet it, and check its generated files.
+(cd deploy/observability && go vet ./... && go test -count=1 -run 'TestGeneratedFilesUpToDate|TestDashboardQueriesNameExportedMetrics' .)
 
 # Only SA1019: a deprecated identifier is used. Fix the use; where the
 # deprecated API is the only way, say why with //lint:ignore SA1019 <reason>.

@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/multinet/multinet/pkg/attach"
+	"github.com/multinet/multinet/pkg/ipamd"
 	"github.com/multinet/multinet/pkg/nadlookup"
 	"github.com/multinet/multinet/pkg/netstatus"
 )
@@ -95,11 +96,27 @@ func newMetrics() *metrics {
 			"Connections refused because the connecting process is not root on the node (SO_PEERCRED), by socket (cni: the shim's, ipam: multinet-ipam's).",
 			"socket"),
 	}
-	m.registry.MustRegister(m.opDuration, m.opTotal, m.queued, m.read, m.inFlight, m.delegate, m.delegateEr, m.nadLive, m.nadSync,
-		m.stPending, m.stRetries, m.corrupt, m.reaped, m.hotPlugs, m.hotPlugDur, m.recSynced, m.peerRef,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.registry.MustRegister(m.collectors()...)
 	m.initLabels()
 	return m
+}
+
+// collectors are every collector newMetrics registers.
+func (m *metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.opDuration, m.opTotal, m.queued, m.read, m.inFlight, m.delegate, m.delegateEr, m.nadLive, m.nadSync,
+		m.stPending, m.stRetries, m.corrupt, m.reaped, m.hotPlugs, m.hotPlugDur, m.recSynced, m.peerRef,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
+}
+
+// MetricCollectors returns new, unregistered collectors of every metric
+// multinetd serves on /metrics: its own (multinet_cni_*, multinet_delegate_*,
+// multinet_network_status_*, multinet_hotplug_*, ...), the Go and process
+// collectors, and those of the multinet-ipam it serves (ipamd.MetricCollectors).
+// They describe the metric names for tools that check dashboards and alert
+// rules against them (deploy/observability); they are not the ones a running
+// daemon updates.
+func MetricCollectors() []prometheus.Collector {
+	return append(newMetrics().collectors(), ipamd.MetricCollectors()...)
 }
 
 // initLabels creates the series of every known label value at 0, so that

@@ -42,10 +42,20 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		}, []string{"reason"}),
 	}
 	if r != nil {
-		r.MustRegister(m.ops, m.duration, m.conflicts, m.released)
+		r.MustRegister(m.collectors()...)
 	}
 	return m
 }
+
+func (m *metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.ops, m.duration, m.conflicts, m.released}
+}
+
+// MetricCollectors returns new, unregistered collectors of the multinet_ipam_*
+// metrics that Options.Registerer and CleanupOptions.Registerer get. They
+// describe the metric names for tools that check dashboards and alert rules
+// against them (deploy/observability).
+func MetricCollectors() []prometheus.Collector { return newMetrics(nil).collectors() }
 
 // observed counts a Handler's operations.
 type observed struct {

@@ -217,8 +217,7 @@ func newInstance(ctx context.Context, c Config) (*instance, error) {
 		}
 	}
 	w.reg = prometheus.NewRegistry()
-	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics, err := webhook.NewMetrics(w.reg)
+	metrics, err := RegisterMetrics(w.reg)
 	if err != nil {
 		return nil, err
 	}
@@ -488,6 +487,22 @@ func (w *instance) shutdownDelayComponent(outer context.Context) lifecycle.Compo
 			return nil
 		},
 	}
+}
+
+// RegisterMetrics registers with reg the Go and process collectors and the
+// handlers' metrics (webhook.NewMetrics), as Run does for /metrics; Run's
+// certificate manager adds multinet_webhook_cert_* (certs.ManagerOptions
+// Registerer) and controller-runtime's registry is served beside it. Tools
+// that check dashboards and alert rules against the webhook's metric names
+// call it with a registerer of their own (deploy/observability). Errors: reg
+// refused a collector.
+func RegisterMetrics(reg prometheus.Registerer) (*webhook.Metrics, error) {
+	for _, c := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("registering webhook metrics: %w", err)
+		}
+	}
+	return webhook.NewMetrics(reg)
 }
 
 // probeMux serves /healthz (process alive), /readyz (checks) and /metrics
