@@ -190,14 +190,12 @@ type Options struct {
 // (spec §7.3); operations on different containers run in parallel.
 type Engine struct {
 	opts  Options
-	exec  invoke.Exec // opts.Exec (or libcni's) behind guardedExec
+	exec  invoke.Exec     // opts.Exec (or libcni's) behind guardedExec
 	locks *keyedmutex.Map // Options.Locks
 
 	cniMu    sync.Mutex
 	cni      map[string]*libcni.CNIConfig // by CNI_PATH
 	lastPath string                       // the last request's CNI_PATH, for Reap
-
-
 
 	sandboxes   sandboxIndex // each pod's sandbox, for hot-plug (hotplug.go)
 	hotplugMemo hotplugMemo  // what hot-plug has reported (hotplug.go)
@@ -250,8 +248,8 @@ func New(opts Options) (*Engine, error) {
 	return &Engine{
 		opts:  opts,
 		locks: opts.Locks,
-		exec: &guardedExec{Exec: exec, slotTimeout: opts.DelegateSlotTimeout},
-		cni:  map[string]*libcni.CNIConfig{},
+		exec:  &guardedExec{Exec: exec, slotTimeout: opts.DelegateSlotTimeout},
+		cni:   map[string]*libcni.CNIConfig{},
 	}, nil
 }
 
