@@ -82,7 +82,8 @@ func TestNodeLayoutContainerdConfig(t *testing.T) {
 // dirs are mounted.
 func TestNodeLayoutFiles(t *testing.T) {
 	tools := t.TempDir()
-	build := exec.Command("go", "build", "-o", tools, "../tools/cni-multicall")
+	// hack/tools is a module of its own: build from there.
+	build := exec.Command("go", "-C", "../tools", "build", "-o", tools, "./cni-multicall")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build cni-multicall: %v\n%s", err, out)
