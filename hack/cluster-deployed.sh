@@ -151,10 +151,12 @@ stop_host_components() {
 
 # ensure_helm builds helm $HELM_VERSION into _output/tools (go install from
 # the module proxy) unless it is there.
+# (A go-installed helm reports only its minor version: helm.version stamps it.)
 ensure_helm() {
-  [[ $("$HELM" version --short 2>/dev/null || true) == "$HELM_VERSION"* ]] && return 0
-  log "building helm $HELM_VERSION into _output/tools (go install)"
+  [[ -x $HELM && $(cat "$HELM.version" 2>/dev/null) == "$HELM_VERSION" ]] && return 0
+  log "building helm $HELM_VERSION into _output/tools (go install; minutes the first time)"
   GOBIN=$MULTINET_ROOT/_output/tools go install "helm.sh/helm/v4/cmd/helm@$HELM_VERSION"
+  echo "$HELM_VERSION" >"$HELM.version"
 }
 
 # helm_cmd runs helm against the local cluster with the post-renderer plugin
