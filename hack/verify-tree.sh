@@ -7,8 +7,8 @@
 #      projects' issues are cited by URL (github.com/<org>/<repo>/issues/N)
 #      or as <repo>#N, which this does not match;
 #   3. a binary is tracked (a file git's text heuristic calls binary: a NUL
-#      byte in it); builds go to _output/ and the root's /multinet-* are
-#      ignored;
+#      byte in it), pictures (.png, .jpg, .gif, .webp) of the docs aside;
+#      builds go to _output/ and the root's /multinet-* are ignored;
 #   4. the product module lists a module only the developer tools need:
 #      hack/tools must be a module of its own, the product's go.mod must have
 #      no tool directive, every module it requires must be needed by the
@@ -36,6 +36,7 @@ hits=$(tracked_grep '\b[Ii][Ss][Ss][Uu][Ee][Ss]?[[:space:]]*#?[0-9]+')
 [[ -z $hits ]] || fail "internal issue numbers (say what is meant; cite upstream issues by URL):" "$hits"
 
 binaries=$(comm -23 <(git ls-files | sort) <(git grep -I -l -e '' -- . | sort) |
+  { grep -viE '\.(png|jpe?g|gif|webp)$' || true; } |
   while IFS= read -r f; do [[ ! -s $f ]] || echo "$f"; done)
 [[ -z $binaries ]] || fail "tracked binaries (build into _output/; git rm --cached them):" "$binaries"
 
