@@ -130,7 +130,7 @@ func webhookMetrics(t *testing.T) string {
 	return body
 }
 
-// TestObservabilityMetricsScraped (issue 33 bullets 2 and 3): every
+// TestObservabilityMetricsScraped: every
 // multinet_* metric that the shipped Grafana dashboard and alert rules read
 // is served by the deployed component it belongs to, after a pod with a
 // multinet-ipam network was attached and deleted on the target node
