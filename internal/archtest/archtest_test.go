@@ -1,6 +1,7 @@
 package archtest
 
 import (
+	"go/ast"
 	"go/token"
 	"go/types"
 	"slices"
@@ -149,7 +150,7 @@ func mentions(typ types.Type, pkg string, seen map[types.Type]bool) string {
 // hot-plug, the network-status publisher and planning lived in it.
 const (
 	engineExportedBound = 7
-	engineMethodBound   = 56
+	engineMethodBound   = 48
 )
 
 // TestEngineSurfaceIsTheCNIVerbs: attach.Engine's exported methods are the
@@ -203,4 +204,72 @@ func TestNetworkStatusIsItsOwnPackage(t *testing.T) {
 			t.Errorf("attach.Engine has %s: network-status is netstatus.Publisher's", m)
 		}
 	}
+}
+
+// planningFuncs are the functions that decide attachments: the pod's
+// network selection checked and planned (podnetworks.Check), interface
+// names, config lists turned into attachments (netconf).
+var planningFuncs = map[string][]string{
+	module + "/pkg/podnetworks": {"Check"},
+	module + "/pkg/netconf":     {"Plan", "PlanAttachment", "IfNames", "DefaultAttachment"},
+}
+
+// TestPlanningInOnePlace: in the engine, only the planner (attach's
+// planner type) calls the planning functions; ADD, DEL's fallback, the
+// salvage of a corrupt record and hot-plug all plan through it.
+func TestPlanningInOnePlace(t *testing.T) {
+	p := load(t, engine)[engine]
+	calls := 0
+	for _, f := range p.Syntax {
+		for _, d := range f.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Body == nil {
+				continue
+			}
+			ast.Inspect(fd.Body, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok {
+					return true
+				}
+				sel, ok := call.Fun.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				fn, ok := p.TypesInfo.Uses[sel.Sel].(*types.Func)
+				if !ok || fn.Pkg() == nil || !slices.Contains(planningFuncs[fn.Pkg().Path()], fn.Name()) {
+					return true
+				}
+				calls++
+				if recv := receiver(fd); recv != "planner" {
+					t.Errorf("%s: %s calls %s.%s: planning is the planner's (pkg/attach plan.go)", p.Fset.Position(call.Pos()), funcName(fd), fn.Pkg().Name(), fn.Name())
+				}
+				return true
+			})
+		}
+	}
+	if calls == 0 {
+		t.Errorf("no call of a planning function found in %s: the test no longer sees what it checks", engine)
+	}
+}
+
+// receiver is the type name of fd's receiver, "" for a function.
+func receiver(fd *ast.FuncDecl) string {
+	if fd.Recv == nil || len(fd.Recv.List) == 0 {
+		return ""
+	}
+	typ := fd.Recv.List[0].Type
+	if st, ok := typ.(*ast.StarExpr); ok {
+		typ = st.X
+	}
+	if id, ok := typ.(*ast.Ident); ok {
+		return id.Name
+	}
+	return ""
+}
+
+func funcName(fd *ast.FuncDecl) string {
+	if r := receiver(fd); r != "" {
+		return r + "." + fd.Name.Name
+	}
+	return fd.Name.Name
 }

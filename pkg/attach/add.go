@@ -58,7 +58,7 @@ func (e *Engine) Add(ctx context.Context, req *cnirequest.Request) ([]byte, erro
 	cniVersion, args, runtimeConfig := req.CNIVersion, req.Args, req.RuntimeConfig
 	log = log.WithValues("pod", args.Namespace+"/"+args.Name)
 
-	p, err := e.buildPlan(ctx, req.IfName, req.ContainerID, args, runtimeConfig, true)
+	p, err := e.planner.plan(ctx, req.IfName, req.ContainerID, args, runtimeConfig, true)
 	if err != nil {
 		return nil, e.failUnattempted(log, req, p, err)
 	}

@@ -169,11 +169,11 @@ func (e *Engine) fallbackRecord(ctx context.Context, req *cnirequest.Request) (*
 
 	pctx, cancel := context.WithTimeout(ctx, fallbackPlanTimeout)
 	defer cancel()
-	p, err := e.buildPlan(pctx, req.IfName, req.ContainerID, args, runtimeConfig, false)
+	p, err := e.planner.plan(pctx, req.IfName, req.ContainerID, args, runtimeConfig, false)
 	if err != nil {
 		// The pod or a NAD is gone, or the API server is not answering:
 		// the default network is all that can be known.
-		def, derr := e.defaultAttachment(nil, req.IfName, runtimeConfig)
+		def, derr := e.planner.defaultAttachment(nil, req.IfName, runtimeConfig)
 		if derr != nil {
 			return nil, fmt.Errorf("%v; and the default network: %w", err, derr)
 		}

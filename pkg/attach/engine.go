@@ -193,6 +193,8 @@ type Engine struct {
 	exec  invoke.Exec     // opts.Exec (or libcni's) behind guardedExec
 	locks *keyedmutex.Map // Options.Locks
 
+	planner planner // over opts (plan.go)
+
 	cniMu    sync.Mutex
 	cni      map[string]*libcni.CNIConfig // by CNI_PATH
 	lastPath string                       // the last request's CNI_PATH, for Reap
@@ -245,12 +247,14 @@ func New(opts Options) (*Engine, error) {
 	if opts.Locks == nil {
 		opts.Locks = &keyedmutex.Map{}
 	}
-	return &Engine{
+	e := &Engine{
 		opts:  opts,
 		locks: opts.Locks,
 		exec:  &guardedExec{Exec: exec, slotTimeout: opts.DelegateSlotTimeout},
 		cni:   map[string]*libcni.CNIConfig{},
-	}, nil
+	}
+	e.planner = planner{opts: &e.opts}
+	return e, nil
 }
 
 // cniFor returns the libcni runner for a request's CNI_PATH.

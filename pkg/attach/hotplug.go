@@ -404,10 +404,7 @@ func (h *hotPlug) tearDown(ctx context.Context, a *state.Attachment) error {
 func (h *hotPlug) attach(ctx context.Context, elems []selection.Element, added []int) bool {
 	e := h.e
 	defIf := h.defaultIfName()
-	v, err := podnetworks.Check(ctx, podnetworks.Pod{Namespace: h.pod.Namespace, Annotations: h.pod.Annotations}, podnetworks.Options{
-		Policy: e.opts.Policy, NADs: e.opts.NADs, Configs: e.opts.Resolver,
-		ResourceNameKeys: e.opts.ResourceNameKeys, DefaultIfName: defIf,
-	})
+	v, err := e.planner.check(ctx, h.pod, defIf)
 	if err != nil {
 		h.failed = append(h.failed, fmt.Errorf("pod %s/%s: %w", h.pod.Namespace, h.pod.Name, err))
 		return false
@@ -417,19 +414,11 @@ func (h *hotPlug) attach(ctx context.Context, elems []selection.Element, added [
 		return false
 	}
 
-	// Interface names: the requested one, or the first netN that no
-	// attachment of the sandbox has and no added element requests.
-	taken := map[string]string{}
-	for _, a := range h.rec.Attachments {
-		if !a.Default && !a.Auxiliary {
-			taken[a.IfName] = fmt.Sprintf("network %q of the pod", a.Network)
-		}
-	}
 	addElems := make([]selection.Element, len(ok))
 	for k, i := range ok {
 		addElems[k] = elems[i]
 	}
-	names, nameErrs := netconf.IfNames(addElems, netconf.PlanOptions{DefaultIfName: defIf, Reserved: taken})
+	names, nameErrs := e.planner.ifNamesBeside(h.rec, addElems, defIf)
 
 	first := len(h.rec.Attachments)
 	var planned []netconf.Attachment
@@ -528,7 +517,7 @@ func (h *hotPlug) planOne(a netconf.Attachment, nameErr error) (p *plan, el []by
 	if err := h.e.findPlugins(h.cniPath, p); err != nil {
 		return nil, nil, err
 	}
-	if err := h.e.prepareDeviceInfoFiles(h.rec.ContainerID, p); err != nil {
+	if err := h.e.planner.prepareDeviceInfoFiles(h.rec.ContainerID, p); err != nil {
 		return nil, nil, err
 	}
 	h.e.rememberNetworks(h.log, p)

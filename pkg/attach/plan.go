@@ -16,6 +16,8 @@ import (
 	"github.com/multinet/multinet/pkg/draclaims"
 	"github.com/multinet/multinet/pkg/netconf"
 	"github.com/multinet/multinet/pkg/podnetworks"
+	"github.com/multinet/multinet/pkg/selection"
+	"github.com/multinet/multinet/pkg/state"
 )
 
 // plan is what one ADD runs: the default network first, then the networks
@@ -80,7 +82,42 @@ func planError(code uint, format string, args ...any) error {
 	return types.NewError(code, fmt.Sprintf(format, args...), "")
 }
 
-// buildPlan decides the attachments of an ADD (pod, selection, NADs, CNI
+// planner decides the attachments of a pod sandbox: the one place the
+// engine plans, for ADD, DEL without a record, the salvage of a corrupt
+// record and hot-plug. The pod's network selection is decided by
+// podnetworks.Check (check), the rules the admission webhook and kubectl
+// multinet lint apply, which plans each element's attachment
+// (netconf.PlanAttachment); the planner adds the node's part: the default
+// network (spec §6) with the runtime's runtimeConfig (§7.5), devices
+// (PodResources, DRA claims, device-info files) and the auxiliary chain.
+// opts are the engine's.
+type planner struct{ opts *Options }
+
+// check runs podnetworks.Check on pod's selection with the engine's
+// policy, NADs and CNI configs, ifName the default network's interface.
+// Errors: a lookup failed (the verdict's problems are not errors).
+func (pl *planner) check(ctx context.Context, pod *corev1.Pod, ifName string) (*podnetworks.Verdict, error) {
+	return podnetworks.Check(ctx, podnetworks.Pod{Namespace: pod.Namespace, Annotations: pod.Annotations}, podnetworks.Options{
+		Policy: pl.opts.Policy, NADs: pl.opts.NADs, Configs: pl.opts.Resolver,
+		ResourceNameKeys: pl.opts.ResourceNameKeys, DefaultIfName: ifName,
+	})
+}
+
+// ifNamesBeside names the interfaces of elements added to rec's sandbox
+// (hot-plug): the requested one, or the first netN that no attachment of
+// the sandbox has and no added element requests (netconf.IfNames); errs[i]
+// is element i's naming problem.
+func (pl *planner) ifNamesBeside(rec *state.Record, elems []selection.Element, defIfName string) (names []string, errs []error) {
+	taken := map[string]string{}
+	for _, a := range rec.Attachments {
+		if !a.Default && !a.Auxiliary {
+			taken[a.IfName] = fmt.Sprintf("network %q of the pod", a.Network)
+		}
+	}
+	return netconf.IfNames(elems, netconf.PlanOptions{DefaultIfName: defIfName, Reserved: taken})
+}
+
+// plan decides the attachments of an ADD (pod, selection, NADs, CNI
 // configs, devices; docs/multinetd.md "What it does on ADD"): the pod's network selection is decided by podnetworks.Check, the
 // rules the admission webhook and kubectl multinet lint apply, against the
 // NADs of Options.NADs and the node's CNI configs (Options.Resolver), with
@@ -89,10 +126,10 @@ func planError(code uint, format string, args ...any) error {
 // devices up (ADD); DEL's fallback plan passes false. On an error after
 // the pod was found, the partial plan is returned with it, so that the
 // caller can post the Event on the pod.
-func (e *Engine) buildPlan(ctx context.Context, ifName, containerID string, args podArgs, runtimeConfig map[string]any, withDevices bool) (*plan, error) {
+func (pl *planner) plan(ctx context.Context, ifName, containerID string, args podArgs, runtimeConfig map[string]any, withDevices bool) (*plan, error) {
 	p := &plan{}
-	if args.HasPod() && e.opts.Pods != nil {
-		pod, err := e.opts.Pods.Get(ctx, args.Namespace, args.Name, args.UID)
+	if args.HasPod() && pl.opts.Pods != nil {
+		pod, err := pl.opts.Pods.Get(ctx, args.Namespace, args.Name, args.UID)
 		if err != nil {
 			return nil, planError(types.ErrTryAgainLater, "pod %s/%s: %v", args.Namespace, args.Name, err)
 		}
@@ -102,10 +139,7 @@ func (e *Engine) buildPlan(ctx context.Context, ifName, containerID string, args
 	v := &podnetworks.Verdict{}
 	if p.pod != nil {
 		var err error
-		v, err = podnetworks.Check(ctx, podnetworks.Pod{Namespace: p.pod.Namespace, Annotations: p.pod.Annotations}, podnetworks.Options{
-			Policy: e.opts.Policy, NADs: e.opts.NADs, Configs: e.opts.Resolver,
-			ResourceNameKeys: e.opts.ResourceNameKeys, DefaultIfName: ifName,
-		})
+		v, err = pl.check(ctx, p.pod, ifName)
 		if err != nil {
 			return p, planError(types.ErrTryAgainLater, "pod %s/%s: %v", p.pod.Namespace, p.pod.Name, err)
 		}
@@ -115,7 +149,7 @@ func (e *Engine) buildPlan(ctx context.Context, ifName, containerID string, args
 		p.undeclared = v.Undeclared()
 	}
 
-	def, err := e.defaultAttachment(v.DefaultNetwork, ifName, runtimeConfig)
+	def, err := pl.defaultAttachment(v.DefaultNetwork, ifName, runtimeConfig)
 	if err != nil {
 		return p, err
 	}
@@ -144,11 +178,11 @@ func (e *Engine) buildPlan(ctx context.Context, ifName, containerID string, args
 	p.deviceInfoFiles = make([]string, len(p.attachments))
 	p.claimDevices = make([]*draclaims.Device, len(p.attachments))
 	if withDevices {
-		if err := e.assignDevices(ctx, containerID, p); err != nil {
+		if err := pl.assignDevices(ctx, containerID, p); err != nil {
 			return p, err
 		}
 	}
-	return p, e.planAuxiliary(p, ifName)
+	return p, pl.planAuxiliary(p, ifName)
 }
 
 // planAuxiliary appends the auxiliary chain, when there is one, as the
@@ -157,11 +191,11 @@ func (e *Engine) buildPlan(ctx context.Context, ifName, containerID string, args
 // default network's result (Attachment.ChainOnto); it is recorded like any
 // attachment, so DEL tears it down first, but it is no network of the pod
 // and has no network-status entry.
-func (e *Engine) planAuxiliary(p *plan, ifName string) error {
-	if e.opts.AuxiliaryChain == nil {
+func (pl *planner) planAuxiliary(p *plan, ifName string) error {
+	if pl.opts.AuxiliaryChain == nil {
 		return nil
 	}
-	list, err := e.opts.AuxiliaryChain(p.attachments[0].ConfList.CNIVersion)
+	list, err := pl.opts.AuxiliaryChain(p.attachments[0].ConfList.CNIVersion)
 	if err != nil {
 		return planError(types.ErrInvalidNetworkConfig, "%v", err)
 	}
@@ -182,7 +216,7 @@ func (e *Engine) planAuxiliary(p *plan, ifName string) error {
 // configured one, or override, the pod's default-network annotation as
 // podnetworks.Check planned it (isolation, §7.4, applied). Only it gets the
 // keys of the runtime's runtimeConfig its plugins declare (§7.5).
-func (e *Engine) defaultAttachment(override *podnetworks.Attachment, ifName string, runtimeConfig map[string]any) (netconf.Attachment, error) {
+func (pl *planner) defaultAttachment(override *podnetworks.Attachment, ifName string, runtimeConfig map[string]any) (netconf.Attachment, error) {
 	if override != nil {
 		a := override.Attachment
 		for k, v := range netconf.DefaultCapabilityArgs(runtimeConfig, a.ConfList) {
@@ -195,7 +229,7 @@ func (e *Engine) defaultAttachment(override *podnetworks.Attachment, ifName stri
 		}
 		return a, nil
 	}
-	list, name, err := e.opts.DefaultNetwork()
+	list, name, err := pl.opts.DefaultNetwork()
 	if err != nil {
 		return netconf.Attachment{}, planError(types.ErrTryAgainLater, "default network: %v", err)
 	}
@@ -213,11 +247,11 @@ func (e *Engine) defaultAttachment(override *podnetworks.Attachment, ifName stri
 // to the pod for it (PodResources), as
 // runtimeConfig deviceID, and prepares the CNI device-info file
 // (device-info spec §4.2).
-func (e *Engine) assignDevices(ctx context.Context, containerID string, p *plan) error {
-	if err := e.assignClaimDevices(ctx, p); err != nil {
+func (pl *planner) assignDevices(ctx context.Context, containerID string, p *plan) error {
+	if err := pl.assignClaimDevices(ctx, p); err != nil {
 		return err
 	}
-	if err := e.assignPodClaimDevices(ctx, p); err != nil {
+	if err := pl.assignPodClaimDevices(ctx, p); err != nil {
 		return err
 	}
 	need := false
@@ -225,12 +259,12 @@ func (e *Engine) assignDevices(ctx context.Context, containerID string, p *plan)
 		need = need || (r != "" && p.deviceIDs[i] == "")
 	}
 	if !need {
-		return e.prepareDeviceInfoFiles(containerID, p)
+		return pl.prepareDeviceInfoFiles(containerID, p)
 	}
-	if e.opts.Devices == nil {
+	if pl.opts.Devices == nil {
 		return planError(types.ErrInvalidNetworkConfig, "pod %s/%s selects device networks but multinetd has no PodResources client", p.pod.Namespace, p.pod.Name)
 	}
-	devices, err := e.podDevices(ctx, p.pod.Namespace, p.pod.Name)
+	devices, err := pl.podDevices(ctx, p.pod.Namespace, p.pod.Name)
 	if err != nil {
 		return planError(types.ErrTryAgainLater, "pod %s/%s: allocated devices (PodResources): %v", p.pod.Namespace, p.pod.Name, err)
 	}
@@ -251,7 +285,7 @@ func (e *Engine) assignDevices(ctx context.Context, containerID string, p *plan)
 			return planError(types.ErrInvalidNetworkConfig, "%v", err)
 		}
 	}
-	return e.prepareDeviceInfoFiles(containerID, p)
+	return pl.prepareDeviceInfoFiles(containerID, p)
 }
 
 // assignClaimDevices finds the device of each DRA attachment in its pod
@@ -260,16 +294,16 @@ func (e *Engine) assignDevices(ctx context.Context, containerID string, p *plan)
 // delegate by its k8s.cni.cncf.io/deviceID exactly as a device plugin's.
 // Fail closed: no device, no ADD (the runtime retries; the pod does not
 // start without it).
-func (e *Engine) assignClaimDevices(ctx context.Context, p *plan) error {
+func (pl *planner) assignClaimDevices(ctx context.Context, p *plan) error {
 	for i, c := range p.claims {
 		if c == "" {
 			continue
 		}
 		a := &p.attachments[i]
-		if e.opts.Claims == nil {
+		if pl.opts.Claims == nil {
 			return planError(types.ErrInvalidNetworkConfig, "network %s gets its device through DRA (pod claim %s), but multinetd reads no ResourceClaims (no API client)", a.NetworkKey, c)
 		}
-		dev, err := e.opts.Claims.Device(ctx, p.pod, c, p.resources[i])
+		dev, err := pl.opts.Claims.Device(ctx, p.pod, c, p.resources[i])
 		if err != nil {
 			return planError(types.ErrTryAgainLater, "network %s: its DRA device: %v", a.NetworkKey, err)
 		}
@@ -284,11 +318,11 @@ func (e *Engine) assignClaimDevices(ctx context.Context, p *plan) error {
 
 // podDevices asks PodResources for the pod's devices, retrying for up to
 // DeviceWait while kubelet has not reported the pod yet.
-func (e *Engine) podDevices(ctx context.Context, namespace, name string) (map[string][]string, error) {
-	ctx, cancel := context.WithTimeout(ctx, e.opts.DeviceWait)
+func (pl *planner) podDevices(ctx context.Context, namespace, name string) (map[string][]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, pl.opts.DeviceWait)
 	defer cancel()
 	for {
-		devices, err := e.opts.Devices.DeviceIDs(ctx, namespace, name)
+		devices, err := pl.opts.Devices.DeviceIDs(ctx, namespace, name)
 		if err == nil {
 			return devices, nil
 		}
@@ -313,7 +347,7 @@ func (e *Engine) podDevices(ctx context.Context, namespace, name string) (map[st
 // CNIDeviceInfoFile); a plugin declaring it gets a path even without a
 // device, to write its own. p.deviceInfoFiles[i] is the file, "" when
 // there is none.
-func (e *Engine) prepareDeviceInfoFiles(containerID string, p *plan) error {
+func (pl *planner) prepareDeviceInfoFiles(containerID string, p *plan) error {
 	for i := range p.attachments {
 		a := &p.attachments[i]
 		declares := a.Declares(netconf.CapDeviceInfoFile)
@@ -326,7 +360,7 @@ func (e *Engine) prepareDeviceInfoFiles(containerID string, p *plan) error {
 		}
 		var path string
 		if p.deviceIDs[i] != "" {
-			path, err = e.opts.DevInfo.CopyToCNI(p.resources[i], p.deviceIDs[i], unique)
+			path, err = pl.opts.DevInfo.CopyToCNI(p.resources[i], p.deviceIDs[i], unique)
 			if err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return planError(types.ErrInvalidNetworkConfig, "network %s: device-info of %s device %s: %v", a.NetworkKey, p.resources[i], p.deviceIDs[i], err)
 			}
@@ -336,7 +370,7 @@ func (e *Engine) prepareDeviceInfoFiles(containerID string, p *plan) error {
 			continue
 		}
 		if path == "" {
-			if path, err = e.opts.DevInfo.CNIPath(unique); err != nil {
+			if path, err = pl.opts.DevInfo.CNIPath(unique); err != nil {
 				return planError(types.ErrInvalidNetworkConfig, "network %s: %v", a.NetworkKey, err)
 			}
 			// The plugin writes the file itself: its directory must exist.

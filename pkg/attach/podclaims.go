@@ -22,7 +22,7 @@ const claimReadTimeout = 10 * time.Second
 // (docs/decisions/dra.md). A resource none of these claims holds a device
 // of is left to PodResources; one they hold fewer devices of than it has
 // attachments fails the ADD. A pod without such claims reads nothing.
-func (e *Engine) assignPodClaimDevices(ctx context.Context, p *plan) error {
+func (pl *planner) assignPodClaimDevices(ctx context.Context, p *plan) error {
 	want, skip := map[string]bool{}, map[string]bool{}
 	for i, r := range p.resources {
 		if r != "" && p.claims[i] == "" {
@@ -30,12 +30,12 @@ func (e *Engine) assignPodClaimDevices(ctx context.Context, p *plan) error {
 		}
 		skip[p.claims[i]] = p.claims[i] != ""
 	}
-	if len(want) == 0 || e.opts.Claims == nil || !hasOwnClaims(p.pod, skip) {
+	if len(want) == 0 || pl.opts.Claims == nil || !hasOwnClaims(p.pod, skip) {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, claimReadTimeout)
 	defer cancel()
-	devs, err := e.opts.Claims.PodDevices(ctx, p.pod, want, skip)
+	devs, err := pl.opts.Claims.PodDevices(ctx, p.pod, want, skip)
 	if err != nil {
 		return planError(types.ErrTryAgainLater, "pod %s/%s: the devices of its resource claims: %v", p.pod.Namespace, p.pod.Name, err)
 	}

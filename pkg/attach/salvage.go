@@ -191,7 +191,7 @@ func (e *Engine) salvagePlan(ctx context.Context, req *cnirequest.Request, args 
 		_, err := e.opts.Pods.Get(pctx, args.Namespace, args.Name, args.UID)
 		switch {
 		case err == nil:
-			pp, perr := e.buildPlan(pctx, req.IfName, req.ContainerID, args, runtimeConfig, false)
+			pp, perr := e.planner.plan(pctx, req.IfName, req.ContainerID, args, runtimeConfig, false)
 			if perr == nil {
 				p = pp
 			} else if pp == nil || pp.pod == nil {
@@ -204,7 +204,7 @@ func (e *Engine) salvagePlan(ctx context.Context, req *cnirequest.Request, args 
 		}
 	}
 	if p == nil {
-		def, err := e.defaultAttachment(nil, req.IfName, runtimeConfig)
+		def, err := e.planner.defaultAttachment(nil, req.IfName, runtimeConfig)
 		if err != nil {
 			return nil, nil, errors.Join(apiErr, fmt.Errorf("the default network: %w", err))
 		}
