@@ -9,7 +9,9 @@
 #   3. a binary is tracked (a file git's text heuristic calls binary: a NUL
 #      byte in it), pictures (.png, .jpg, .gif, .webp) of the docs aside;
 #      builds go to _output/ and the root's /multinet-* are ignored;
-#   4. the product module lists a module only the developer tools need:
+#   4. README.md's Architecture section does not name a package of pkg/ or
+#      internal/ (as `pkg/<name>`): every package belongs to a group there;
+#   5. the product module lists a module only the developer tools need:
 #      hack/tools must be a module of its own, the product's go.mod must have
 #      no tool directive, every module it requires must be needed by the
 #      product or its tests (go mod why -m), and both modules must be tidy.
@@ -39,6 +41,11 @@ binaries=$(comm -23 <(git ls-files | sort) <(git grep -I -l -e '' -- . | sort) |
   { grep -viE '\.(png|jpe?g|gif|webp)$' || true; } |
   while IFS= read -r f; do [[ ! -s $f ]] || echo "$f"; done)
 [[ -z $binaries ]] || fail "tracked binaries (build into _output/; git rm --cached them):" "$binaries"
+
+architecture=$(sed -n '/^## Architecture/,/^## [^A]/p' README.md)
+unnamed=$(git ls-files -- 'pkg/*.go' 'internal/*.go' | cut -d/ -f1-2 | sort -u |
+  while IFS= read -r pkg; do grep -qF "\`$pkg\`" <<<"$architecture" || echo "$pkg"; done)
+[[ -z $unnamed ]] || fail "packages README.md's Architecture section does not name (add each to its group's line):" "$unnamed"
 
 if [[ $(go -C hack/tools list -m 2>/dev/null) != */hack/tools ]]; then
   fail "hack/tools is not a module of its own (hack/tools/go.mod): the tools' dependencies would be the product's"
