@@ -437,3 +437,51 @@ func TestChartMonitoring(t *testing.T) {
 		t.Errorf("dashboard ConfigMap label grafana_dashboard %v, want \"1\"", got)
 	}
 }
+
+// TestChartShippedMonitoring: the chart's monitors and dashboard are
+// deploy/observability's: with monitoring on, every PodMonitor/ServiceMonitor
+// there is rendered in the release namespace and the dashboard ConfigMap
+// holds every dashboard JSON verbatim.
+func TestChartShippedMonitoring(t *testing.T) {
+	dir := filepath.Join("..", "..", "..", "deploy", "observability")
+	files, err := helmchart.GenerateWith(filepath.Join("..", "..", ".."), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := files["templates/monitors.yaml"]; !ok {
+		t.Fatalf("no monitors in %s", dir)
+	}
+	objs := parse(t, mustRender(t, "monitoring.monitors.enabled=true", "monitoring.dashboard.enabled=true"))
+	yamls, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	monitors := 0
+	for _, f := range yamls {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, o := range parse(t, string(b)) {
+			if o["kind"] != "PodMonitor" && o["kind"] != "ServiceMonitor" {
+				continue
+			}
+			monitors++
+			got := object(t, objs, k)
+			if diff := cmp.Diff(o["spec"], got["spec"]); diff != "" {
+				t.Errorf("%s (-%s +chart):\n%s", k, f, diff)
+			}
+		}
+	}
+	if monitors == 0 {
+		t.Fatalf("no PodMonitor or ServiceMonitor in %s", dir)
+	}
+	jsons, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	cm := object(t, objs, "ConfigMap multinet-system/multinet-dashboards")
+	for _, f := range jsons {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := field(t, cm, "data", filepath.Base(f)); got != strings.TrimRight(string(b), "\n")+"\n" {
+			t.Errorf("dashboard %s in the chart differs from the file", filepath.Base(f))
+		}
+	}
+}
