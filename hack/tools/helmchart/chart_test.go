@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -482,6 +483,62 @@ func TestChartShippedMonitoring(t *testing.T) {
 		}
 		if got := field(t, cm, "data", filepath.Base(f)); got != strings.TrimRight(string(b), "\n")+"\n" {
 			t.Errorf("dashboard %s in the chart differs from the file", filepath.Base(f))
+		}
+	}
+}
+
+// TestLocalPostRenderer: the chart, post-rendered for the local cluster by
+// hack/helm/plugins/multinet-local (MULTINET_DEPLOY=helm), is
+// deploy/overlays/local: the same objects and fields (hack/cluster-deployed.sh
+// applies the CRDs and the namespace itself; the hash suffixes aside), so
+// that the e2e suite on a cluster brought up from the chart runs what it runs
+// on one brought up with kustomize.
+func TestLocalPostRenderer(t *testing.T) {
+	if _, err := exec.LookPath("jq"); err != nil {
+		t.Fatalf("the post-renderer needs jq (make packages): %v", err)
+	}
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets := []string{"namespace.create=false", "imagePullPolicy=Never"}
+	for _, i := range [][2]string{{"multinetd", "multinetd"}, {"webhook", "webhook"}, {"deviceplugin", "deviceplugin"}, {"draDriver", "dra-driver"}} {
+		sets = append(sets, "images."+i[0]+".repository=localhost/multinet/"+i[1], "images."+i[0]+".tag=dev")
+	}
+	var noCRDs []string
+	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(mustRender(t, sets...), -1) {
+		if !strings.Contains(doc, "\nkind: CustomResourceDefinition\n") {
+			noCRDs = append(noCRDs, doc)
+		}
+	}
+	kustomizeBin := filepath.Join(t.TempDir(), "manifests")
+	if out, err := exec.Command("go", "build", "-o", kustomizeBin, "../manifests").CombinedOutput(); err != nil {
+		t.Fatalf("go build ../manifests: %v\n%s", err, out)
+	}
+	cmd := exec.Command(filepath.Join(root, "hack", "helm", "plugins", "multinet-local", "post-render.sh"))
+	cmd.Env = append(os.Environ(), "MULTINET_ROOT="+root, "CLUSTER_DIR=/cluster", "KUSTOMIZE="+kustomizeBin+" -overlay")
+	cmd.Stdin = strings.NewReader(strings.Join(noCRDs, "\n---\n"))
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("post-render.sh: %v", err)
+	}
+	got := parse(t, string(out))
+	b, err := manifests.Render(filepath.Join(root, "deploy", "overlays", "local"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := parse(t, strings.ReplaceAll(string(b), "/work/main/_output/cluster", "/cluster"))
+	for k, o := range want {
+		if o["kind"] == "CustomResourceDefinition" || o["kind"] == "Namespace" {
+			delete(want, k)
+		}
+	}
+	if diff := cmp.Diff(keys(want), keys(got)); diff != "" {
+		t.Fatalf("objects (-kustomize local +chart post-rendered):\n%s", diff)
+	}
+	for k, w := range want {
+		if diff := cmp.Diff(w, got[k]); diff != "" {
+			t.Errorf("%s (-kustomize local +chart post-rendered):\n%s", k, diff)
 		}
 	}
 }
