@@ -67,6 +67,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("node", cfg.NodeName))
 	return lifecycle.Group{Components: d.components(), StopTimeout: shutdownTimeout}.Run(ctx)
 }
 
