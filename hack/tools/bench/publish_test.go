@@ -275,6 +275,9 @@ func TestREADMEQuotesGeneratedReports(t *testing.T) {
 		if at < 0 {
 			continue
 		}
+		if at > 0 && line[at-1] == '`' {
+			at-- // "`make bench`": keep its quotes paired
+		}
 		tail := line[at:]
 		// The figures outside backticks: none may be left.
 		if bare := quote.ReplaceAllString(tail, ""); figure.MatchString(bare) {
