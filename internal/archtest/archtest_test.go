@@ -22,6 +22,9 @@ const (
 	// publisher is the network-status publisher, a package of its own the
 	// engine reaches through attach.StatusPublisher.
 	publisher = module + "/pkg/netstatus"
+	// hotplug changes running sandboxes' attachments, a client of the
+	// engine through hotplug.Engine (attach.HotPlugPort).
+	hotplug = module + "/pkg/hotplug"
 )
 
 // load type-checks the packages of patterns (their non-test files, as the
@@ -272,4 +275,70 @@ func funcName(fd *ast.FuncDecl) string {
 		return r + "." + fd.Name.Name
 	}
 	return fd.Name.Name
+}
+
+// TestHotPlugIsAClientOfTheEngine: hot-plug is a package of its own that
+// reaches the engine only through its narrow hotplug.Engine interface,
+// which attach.HotPlugPort implements; neither package imports the other
+// and attach.Engine has no hot-plug method of its own.
+func TestHotPlugIsAClientOfTheEngine(t *testing.T) {
+	pkgs := load(t, engine, hotplug)
+	for from, to := range map[string]string{engine: hotplug, hotplug: engine} {
+		p := pkgs[from]
+		if p == nil {
+			t.Fatalf("package %s not loaded", from)
+		}
+		if _, ok := p.Imports[to]; ok {
+			t.Errorf("%s imports %s", from, to)
+		}
+	}
+	e := pkgs[engine].Types.Scope().Lookup("Engine")
+	if obj, _, _ := types.LookupFieldOrMethod(types.NewPointer(e.Type()), false, nil, "HotPlug"); obj != nil {
+		t.Error("attach.Engine has HotPlug: hot-plug is hotplug.HotPlugger's")
+	}
+	iface := pkgs[hotplug].Types.Scope().Lookup("Engine")
+	port := pkgs[engine].Types.Scope().Lookup("HotPlugPort")
+	if iface == nil || port == nil {
+		t.Fatal("hotplug.Engine or attach.HotPlugPort not found")
+	}
+	it, ok := iface.Type().Underlying().(*types.Interface)
+	if !ok {
+		t.Fatal("hotplug.Engine is not an interface")
+	}
+	// The two packages were type-checked apart: compare method names and
+	// signatures as strings.
+	ms := types.NewMethodSet(types.NewPointer(port.Type()))
+	for m := range it.Methods() {
+		sel := ms.Lookup(m.Pkg(), m.Name())
+		if sel == nil {
+			t.Errorf("attach.HotPlugPort has no method %s of hotplug.Engine", m.Name())
+			continue
+		}
+		if got, want := sigTypes(sel.Type()), sigTypes(m.Type()); got != want {
+			t.Errorf("attach.HotPlugPort.%s is %s, hotplug.Engine wants %s", m.Name(), got, want)
+		}
+	}
+	if n := it.NumMethods(); n > hotPlugPortBound {
+		t.Errorf("hotplug.Engine has %d methods, want at most %d: keep hot-plug's view of the engine narrow", n, hotPlugPortBound)
+	}
+}
+
+// hotPlugPortBound is the most methods hotplug.Engine may have.
+const hotPlugPortBound = 8
+
+// sigTypes is a signature's parameter and result types, without names.
+func sigTypes(t types.Type) string {
+	sig, ok := t.(*types.Signature)
+	if !ok {
+		return types.TypeString(t, nil)
+	}
+	var b strings.Builder
+	for _, tup := range []*types.Tuple{sig.Params(), sig.Results()} {
+		b.WriteString("(")
+		for v := range tup.Variables() {
+			b.WriteString(types.TypeString(v.Type(), nil) + ",")
+		}
+		b.WriteString(")")
+	}
+	return b.String()
 }

@@ -180,7 +180,7 @@ func (e *Engine) Add(ctx context.Context, req *cnirequest.Request) ([]byte, erro
 		e.publishStatus(ctx, p.pod, rec)
 	}
 	e.claimsReady(ctx, p, results)
-	e.sandboxes.set(rec) // the pod's sandbox for hot-plug (hotplug.go)
+	e.sandboxAttached(rec) // the pod's sandbox for hot-plug
 
 	if p.pod != nil {
 		for i, s := range list {
@@ -251,7 +251,7 @@ func (e *Engine) failUnattempted(log klog.Logger, req *cnirequest.Request, p *pl
 		log.Error(err, "save the record of an ADD that attempted nothing")
 	}
 	e.warn(p, cause)
-	e.claimsFailed(p, cniMsg(cause))
+	e.claimsFailed(p, cnirequest.ErrorMessage(cause))
 	return cause
 }
 
@@ -340,7 +340,7 @@ func (e *Engine) failAdd(ctx context.Context, req *cnirequest.Request, rec *stat
 	if err := e.opts.Store.Save(rec); err != nil {
 		klog.FromContext(ctx).Error(err, "save attachment record after a failed ADD", "containerID", req.ContainerID)
 	}
-	msg := cniMsg(cause)
+	msg := cnirequest.ErrorMessage(cause)
 	if terr != nil {
 		msg += fmt.Sprintf(" (and tearing down the attachments made before it failed: %v; the runtime's DEL retries what is left)", terr)
 	}
@@ -358,7 +358,7 @@ func (e *Engine) warn(p *plan, err error) {
 	if p == nil || p.pod == nil {
 		return
 	}
-	e.warningEvent(p.pod, kube.ReasonAttachFailed, "%s", cniMsg(err))
+	e.warningEvent(p.pod, kube.ReasonAttachFailed, "%s", cnirequest.ErrorMessage(err))
 }
 
 // networkStatus builds the pod's network-status list (spec §5) from the
@@ -429,7 +429,7 @@ func (e *Engine) omitted(pod *corev1.Pod, network, field, reason string) {
 // delegateError names the command, network, interface and plugin of a
 // failed delegate, keeping the delegate's CNI error code.
 func delegateError(cmd, network, ifName string, list *libcni.NetworkConfigList, err error) error {
-	msg := fmt.Sprintf("network %s (interface %s, plugin %s): %s: %s", network, ifName, pluginTypes(list), cmd, cniMsg(err))
+	msg := fmt.Sprintf("network %s (interface %s, plugin %s): %s: %s", network, ifName, pluginTypes(list), cmd, cnirequest.ErrorMessage(err))
 	var te *types.Error
 	if errors.As(err, &te) {
 		return types.NewError(te.Code, msg, te.Details)
@@ -438,18 +438,6 @@ func delegateError(cmd, network, ifName string, list *libcni.NetworkConfigList, 
 		return types.NewError(types.ErrTryAgainLater, msg+" (delegate timed out)", "")
 	}
 	return types.NewError(types.ErrInternal, msg, "")
-}
-
-// cniMsg is an error's message, the msg (and details) of a CNI error.
-func cniMsg(err error) string {
-	var te *types.Error
-	if errors.As(err, &te) {
-		if te.Details != "" && !strings.Contains(te.Msg, te.Details) {
-			return te.Msg + ": " + te.Details
-		}
-		return te.Msg
-	}
-	return err.Error()
 }
 
 // pluginTypes lists a config list's plugin types, "bridge+portmap".

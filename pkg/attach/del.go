@@ -77,7 +77,7 @@ func (e *Engine) Del(ctx context.Context, req *cnirequest.Request) error {
 	if err := e.opts.Store.Delete(req.ContainerID); err != nil {
 		return types.NewError(types.ErrIOFailure, fmt.Sprintf("remove attachment record: %v", err), "")
 	}
-	e.forgetSandbox(req.ContainerID)
+	e.sandboxRemoved(req.ContainerID)
 	log.V(1).Info("DEL done", "attachments", n)
 	return nil
 }
@@ -393,7 +393,7 @@ func (e *Engine) reclaim(ctx context.Context, op, cniPath, id string, rec *state
 		}
 		return fmt.Errorf("%s: container %s: %w", op, id, err)
 	}
-	e.forgetSandbox(id)
+	e.sandboxRemoved(id)
 	return e.opts.Store.Delete(id)
 }
 

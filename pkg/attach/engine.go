@@ -2,13 +2,15 @@
 // sandbox: it decides the pod's attachments (the cluster-wide default network
 // first, then every network selection element of the pod, multi-net spec v1.3
 // §4, §6, §7), runs each delegate through libcni, records what it did in the
-// state store before answering, and reports the result as the pod's
-// network-status annotation (§5).
+// state store before answering, and hands the pod's network-status
+// annotation (§5) to its publisher (Options.Status, pkg/netstatus).
 //
 // Engine takes requests decoded once at the server's edge (pkg/cnirequest;
-// pkg/cniserver.Decoding adapts it to the server). It needs the API server only on ADD
-// (pod and NetworkAttachmentDefinitions from informers); DEL, CHECK and GC
-// work from the attachment records, written before ADD answers.
+// pkg/cniserver.Decoding adapts it to the server); one planner (plan.go)
+// decides the attachments. It needs the API server only on ADD (pod and
+// NetworkAttachmentDefinitions from informers); DEL, CHECK and GC work from
+// the attachment records, written before ADD answers. Hot-plug (pkg/hotplug)
+// is a client through HotPlugPort.
 package attach
 
 import (
@@ -138,8 +140,10 @@ type Options struct {
 	// nil disables it.
 	Status StatusPublisher
 	// Locks are the per-container locks (spec §7.3), shared with the
-	// network-status publisher; nil: the engine's own.
+	// network-status publisher and hot-plug; nil: the engine's own.
 	Locks *keyedmutex.Map
+	// Sandboxes is told each pod's sandbox (hotplug.Sandboxes); may be nil.
+	Sandboxes SandboxWatcher
 	// Events posts pod Events; nil disables them.
 	Events EventSink
 	// Devices looks up allocated devices (resourceName networks); nil makes
@@ -198,9 +202,6 @@ type Engine struct {
 	cniMu    sync.Mutex
 	cni      map[string]*libcni.CNIConfig // by CNI_PATH
 	lastPath string                       // the last request's CNI_PATH, for Reap
-
-	sandboxes   sandboxIndex // each pod's sandbox, for hot-plug (hotplug.go)
-	hotplugMemo hotplugMemo  // what hot-plug has reported (hotplug.go)
 
 	// remembered holds, by file path, the config list bytes this engine
 	// last found in or wrote to the remembered-networks dir (networks.go),

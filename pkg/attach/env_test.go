@@ -29,6 +29,7 @@ import (
 	"github.com/multinet/multinet/internal/cnitest"
 	"github.com/multinet/multinet/pkg/cnirequest"
 	"github.com/multinet/multinet/pkg/cniserver/api"
+	"github.com/multinet/multinet/pkg/hotplug"
 	"github.com/multinet/multinet/pkg/keyedmutex"
 	"github.com/multinet/multinet/pkg/netstatus"
 	"github.com/multinet/multinet/pkg/selection"
@@ -280,6 +281,7 @@ type env struct {
 	exec    *recordingExec
 	eng     *Engine
 	pub     *netstatus.Publisher // nil without a status writer
+	hp      *hotplug.HotPlugger
 	subnet  int
 	// defaultNet is the default network's CNI name.
 	defaultNet string
@@ -316,7 +318,7 @@ func newEnv(t testing.TB, opt func(*envOptions)) *env {
 	if opt != nil {
 		opt(&opts)
 	}
-	e.eng, e.pub = newEngine(t, opts)
+	e.eng, e.pub, e.hp = newEngine(t, opts)
 	return e
 }
 
@@ -329,9 +331,10 @@ type envOptions struct {
 	AsyncStatus bool
 }
 
-// newEngine returns the engine of o and, when o.Status is set, the
-// network-status publisher it publishes through, as multinetd wires them.
-func newEngine(t testing.TB, o envOptions) (*Engine, *netstatus.Publisher) {
+// newEngine returns the engine of o, the network-status publisher it
+// publishes through (when o.Status is set) and its hot-plug, as multinetd
+// wires them.
+func newEngine(t testing.TB, o envOptions) (*Engine, *netstatus.Publisher, *hotplug.HotPlugger) {
 	t.Helper()
 	var pub *netstatus.Publisher
 	if o.Locks == nil {
@@ -346,11 +349,30 @@ func newEngine(t testing.TB, o envOptions) (*Engine, *netstatus.Publisher) {
 		}
 		o.Options.Status = pub
 	}
-	eng, err := New(o.Options)
+	eng, hp := newHotPlugEngine(t, o.Options, pub)
+	return eng, pub, hp
+}
+
+// newHotPlugEngine returns the engine of opts (over a new hotplug.Sandboxes)
+// and its hot-plug, publishing through pub (nil: none).
+func newHotPlugEngine(t testing.TB, opts Options, pub *netstatus.Publisher) (*Engine, *hotplug.HotPlugger) {
+	t.Helper()
+	sb := &hotplug.Sandboxes{}
+	opts.Sandboxes = sb
+	eng, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return eng, pub
+	ho := hotplug.Options{Engine: eng.HotPlugPort(), Sandboxes: sb, Store: opts.Store, Locks: eng.locks, Events: opts.Events}
+	if pub != nil {
+		ho.Status = pub
+	}
+	ho.Observer, _ = opts.Observer.(hotplug.Observer)
+	hp, err := hotplug.New(ho)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return eng, hp
 }
 
 // bridgeConf returns a conflist named name: a bridge (removed when the test

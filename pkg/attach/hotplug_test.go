@@ -14,6 +14,7 @@ import (
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
 	"github.com/multinet/multinet/internal/cnitest"
+	"github.com/multinet/multinet/pkg/hotplug"
 	"github.com/multinet/multinet/pkg/kube"
 	"github.com/multinet/multinet/pkg/selection"
 	"github.com/multinet/multinet/pkg/state"
@@ -37,14 +38,14 @@ func (e *env) withNetworks(pod *corev1.Pod, networks string) *corev1.Pod {
 }
 
 // hotPlug changes pod's annotation to networks and runs HotPlug on it.
-func (e *env) hotPlug(pod *corev1.Pod, networks string) (*corev1.Pod, *HotPlugResult, error) {
+func (e *env) hotPlug(pod *corev1.Pod, networks string) (*corev1.Pod, *hotplug.Result, error) {
 	p := e.withNetworks(pod, networks)
-	res, err := e.eng.HotPlug(context.Background(), p)
+	res, err := e.hp.HotPlug(context.Background(), p)
 	return p, res, err
 }
 
 // mustHotPlug is hotPlug that fails the test on error.
-func (e *env) mustHotPlug(pod *corev1.Pod, networks string) (*corev1.Pod, *HotPlugResult) {
+func (e *env) mustHotPlug(pod *corev1.Pod, networks string) (*corev1.Pod, *hotplug.Result) {
 	e.t.Helper()
 	p, res, err := e.hotPlug(pod, networks)
 	if err != nil {
@@ -150,7 +151,7 @@ func statusIPs(list []status.NetworkStatus, ifName string) []string {
 // record back as it was on disk when the delegate's command (ADD or DEL)
 // on ifName began: what a multinetd killed at that moment leaves. It fails
 // the test when that delegate call never came.
-func (e *env) crashedHotPlug(id string, pod *corev1.Pod, networks, command, ifName string) (*corev1.Pod, *HotPlugResult) {
+func (e *env) crashedHotPlug(id string, pod *corev1.Pod, networks, command, ifName string) (*corev1.Pod, *hotplug.Result) {
 	t := e.t
 	t.Helper()
 	path := e.store.Dir() + "/" + id + ".json"
@@ -175,17 +176,14 @@ func (e *env) crashedHotPlug(id string, pod *corev1.Pod, networks, command, ifNa
 	return pod, res
 }
 
-// restart replaces the engine with a new one over the same records and
-// options, as a restarted multinetd.
-func (e *env) restart() *Engine {
+// restart replaces the engine and hot-plug with new ones over the same
+// records and options, as a restarted multinetd, and returns the new
+// hot-plug.
+func (e *env) restart() *hotplug.HotPlugger {
 	e.t.Helper()
-	eng, err := New(e.eng.opts)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.eng = eng
+	e.eng, e.hp = newHotPlugEngine(e.t, e.eng.opts, e.pub)
 	e.exec.reset()
-	return eng
+	return e.hp
 }
 
 // Hot-plug: adding one and then two networks to a running pod attaches
@@ -352,9 +350,9 @@ func TestHotPlugFailedAttachRolledBack(t *testing.T) {
 	}
 	e.exec.reset()
 	p, _, err := e.hotPlug(pod, "net-a, net-t")
-	var he *HotPlugError
+	var he *hotplug.Error
 	if !errors.As(err, &he) || !he.Retry || !strings.Contains(err.Error(), "injected tuning failure") {
-		t.Fatalf("hot-plug error %v, want a *HotPlugError to retry naming the delegate's failure", err)
+		t.Fatalf("hot-plug error %v, want a *hotplug.Error to retry naming the delegate's failure", err)
 	}
 	if bridges := e.exec.of("ADD"); len(bridges) == 0 || bridges[0].Plugin != "bridge" {
 		t.Fatalf("delegate ADDs %+v, want the bridge to have run", bridges)
@@ -376,7 +374,7 @@ func TestHotPlugFailedAttachRolledBack(t *testing.T) {
 	mu.Lock()
 	failing = false
 	mu.Unlock()
-	if _, err := e.eng.HotPlug(context.Background(), p); err != nil {
+	if _, err := e.hp.HotPlug(context.Background(), p); err != nil {
 		t.Fatalf("retry: %v", err)
 	}
 	e.wantSandbox(id, p, attachment{"ns1/net-a", "net1"}, attachment{"ns1/net-t", "net2"})
@@ -493,7 +491,7 @@ func TestHotPlugFlipFlop(t *testing.T) {
 	e.wantLeases("net-a", 1)
 	// The same value again changes nothing and runs no delegate.
 	e.exec.reset()
-	if res, err := e.eng.HotPlug(context.Background(), pod); res != nil || err != nil {
+	if res, err := e.hp.HotPlug(context.Background(), pod); res != nil || err != nil {
 		t.Errorf("hot-plug of an unchanged annotation = %+v, %v; want nothing", res, err)
 	}
 	if calls := e.exec.of(""); len(calls) != 0 {
@@ -514,7 +512,7 @@ func TestHotPlugThenRuntimeDel(t *testing.T) {
 	if _, err := e.store.Load(id); !errors.Is(err, state.ErrNotFound) {
 		t.Errorf("record after DEL: %v, want ErrNotFound", err)
 	}
-	if _, err := e.eng.HotPlug(context.Background(), e.withNetworks(pod, "net-a")); !errors.Is(err, ErrNoSandbox) {
+	if _, err := e.hp.HotPlug(context.Background(), e.withNetworks(pod, "net-a")); !errors.Is(err, hotplug.ErrNoSandbox) {
 		t.Errorf("hot-plug after DEL: %v, want ErrNoSandbox", err)
 	}
 }
@@ -589,7 +587,7 @@ func TestHotPlugRefused(t *testing.T) {
 	}
 	// The same refused value again: no new Warning.
 	_, _, err := e.hotPlug(pod, "net-a, net-dev")
-	var he *HotPlugError
+	var he *hotplug.Error
 	if !errors.As(err, &he) || he.Retry {
 		t.Errorf("device network again: %v, want a refusal not to retry", err)
 	}
@@ -637,7 +635,7 @@ func TestHotPlugWaitsForADD(t *testing.T) {
 		e.add(id, pod)
 	}()
 	<-started
-	if _, err := e.eng.HotPlug(context.Background(), e.withNetworks(pod, "-")); !errors.Is(err, ErrNoSandbox) {
+	if _, err := e.hp.HotPlug(context.Background(), e.withNetworks(pod, "-")); !errors.Is(err, hotplug.ErrNoSandbox) {
 		t.Errorf("hot-plug during ADD: %v, want ErrNoSandbox", err)
 	}
 	close(release)

@@ -8,6 +8,7 @@ package cnirequest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -182,4 +183,18 @@ func RuntimeConfig(stdin []byte) (map[string]any, error) {
 		return nil, fmt.Errorf("CNI config from the runtime: field runtimeConfig: not a JSON object: %w", err)
 	}
 	return rc, nil
+}
+
+// ErrorMessage is the text of err as the runtime and the pod's Events show
+// it: a CNI error's msg (with its details when msg does not say them), any
+// other error's Error().
+func ErrorMessage(err error) string {
+	var te *types.Error
+	if errors.As(err, &te) {
+		if te.Details != "" && !strings.Contains(te.Msg, te.Details) {
+			return te.Msg + ": " + te.Details
+		}
+		return te.Msg
+	}
+	return err.Error()
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/multinet/multinet/pkg/cniserver"
 	"github.com/multinet/multinet/pkg/devinfo"
 	"github.com/multinet/multinet/pkg/draclaims"
+	"github.com/multinet/multinet/pkg/hotplug"
 	"github.com/multinet/multinet/pkg/ipamd"
 	"github.com/multinet/multinet/pkg/keyedmutex"
 	"github.com/multinet/multinet/pkg/kube"
@@ -330,7 +331,15 @@ func (d *daemon) engineComponent() lifecycle.Component {
 			}); err != nil {
 				return err
 			}
-			if d.engine, err = d.newEngine(locks); err != nil {
+			sandboxes := &hotplug.Sandboxes{}
+			if d.engine, err = d.newEngine(locks, sandboxes); err != nil {
+				return err
+			}
+			hp, err := hotplug.New(hotplug.Options{
+				Engine: d.engine.HotPlugPort(), Sandboxes: sandboxes, Store: d.store, Locks: locks,
+				Status: d.status, Events: d.events, Observer: d.m,
+			})
+			if err != nil {
 				return err
 			}
 			// A pod deleted before its network-status landed: stop retrying it.
@@ -340,7 +349,7 @@ func (d *daemon) engineComponent() lifecycle.Component {
 			// A running pod whose networks annotation changes is hot-plugged
 			// (hotplug.go); so is every pod of the first list, to converge what
 			// changed while multinetd was down.
-			d.hotPlug, err = startHotPlug(d.cfg, d.pods, d.engine)
+			d.hotPlug, err = startHotPlug(d.cfg, d.pods, hp)
 			return err
 		},
 		Stop: func(ctx context.Context) error {
@@ -356,8 +365,9 @@ func (d *daemon) engineComponent() lifecycle.Component {
 }
 
 // newEngine is the attachment engine of d's configuration, caches and
-// clients, publishing network-status through d.status, over locks.
-func (d *daemon) newEngine(locks *keyedmutex.Map) (*attach.Engine, error) {
+// clients, publishing network-status through d.status, over locks,
+// telling sandboxes (hot-plug's) each pod's sandbox.
+func (d *daemon) newEngine(locks *keyedmutex.Map, sandboxes *hotplug.Sandboxes) (*attach.Engine, error) {
 	cfg := d.cfg
 	if cfg.UndeclaredCapabilities == string(podnetworks.MultusUndeclared) {
 		klog.InfoS("undeclaredCapabilities: multus: a key whose capability no plugin of the NAD declares is handed over as Multus does, with a Warning Event, instead of failing the ADD (spec §4.1.2.1.x.2; docs/migrating-from-multus.md)")
@@ -374,6 +384,7 @@ func (d *daemon) newEngine(locks *keyedmutex.Map) (*attach.Engine, error) {
 		Resolver:        d.resolver,
 		Status:          d.status,
 		Locks:           locks,
+		Sandboxes:       sandboxes,
 		Events:          d.events,
 		Devices:         d.devices,
 		Claims:          draclaims.New(d.clients.core, d.clients.resource, cfg.NodeName),

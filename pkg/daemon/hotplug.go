@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
-	"github.com/multinet/multinet/pkg/attach"
+	"github.com/multinet/multinet/pkg/hotplug"
 	"github.com/multinet/multinet/pkg/selection"
 	"github.com/multinet/multinet/pkg/status"
 )
@@ -24,7 +24,7 @@ import (
 // while it was down or what it left half-done), to a rate-limited workqueue
 // keyed by pod. A worker reads the pod's current version from the cache,
 // so that an annotation that changed several times is converged to its
-// last value once, and calls attach.Engine.HotPlug for a Running pod.
+// last value once, and calls hotplug.HotPlugger.HotPlug for a Running pod.
 
 // Defaults of the hot-plug loop.
 const (
@@ -38,9 +38,9 @@ const (
 	hotPlugTimeout = 5 * time.Minute
 )
 
-// hotPlugEngine is what the loop needs of attach.Engine.
+// hotPlugEngine is what the loop needs of hotplug.HotPlugger.
 type hotPlugEngine interface {
-	HotPlug(ctx context.Context, pod *corev1.Pod) (*attach.HotPlugResult, error)
+	HotPlug(ctx context.Context, pod *corev1.Pod) (*hotplug.Result, error)
 }
 
 // podSource gives a pod's current version (kube.PodCache).
@@ -165,11 +165,11 @@ func (h *hotPlugger) hotPlug(ctx context.Context, key string) (retry bool) {
 	defer cancel()
 	log := klog.FromContext(ctx).WithValues("pod", key)
 	_, err = h.engine.HotPlug(ctx, pod)
-	var he *attach.HotPlugError
+	var he *hotplug.Error
 	switch {
-	case err == nil, errors.Is(err, attach.ErrNoSandbox):
+	case err == nil, errors.Is(err, hotplug.ErrNoSandbox):
 		return false
-	case errors.Is(err, attach.ErrBusy):
+	case errors.Is(err, hotplug.ErrBusy):
 		log.V(2).Info("hot-plug: sandbox busy; later", "reason", err)
 		return true
 	case errors.As(err, &he) && !he.Retry:

@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/multinet/multinet/pkg/attach"
+	"github.com/multinet/multinet/pkg/hotplug"
 	"github.com/multinet/multinet/pkg/selection"
 )
 
@@ -45,7 +45,7 @@ type fakeHotPlugEngine struct {
 	calls   chan struct{}
 }
 
-func (f *fakeHotPlugEngine) HotPlug(_ context.Context, pod *corev1.Pod) (*attach.HotPlugResult, error) {
+func (f *fakeHotPlugEngine) HotPlug(_ context.Context, pod *corev1.Pod) (*hotplug.Result, error) {
 	f.mu.Lock()
 	first := len(f.seen) == 0
 	f.seen = append(f.seen, pod.Annotations[selection.NetworksAnnotation])
@@ -176,10 +176,10 @@ func TestHotPlugLoopRetries(t *testing.T) {
 		retry bool
 	}{
 		{nil, false},
-		{attach.ErrNoSandbox, false},
-		{fmt.Errorf("%w: ADD in flight", attach.ErrBusy), true},
-		{&attach.HotPlugError{Retry: true, Err: fmt.Errorf("delegate failed")}, true},
-		{&attach.HotPlugError{Err: fmt.Errorf("device network")}, false},
+		{hotplug.ErrNoSandbox, false},
+		{fmt.Errorf("%w: ADD in flight", hotplug.ErrBusy), true},
+		{&hotplug.Error{Retry: true, Err: fmt.Errorf("delegate failed")}, true},
+		{&hotplug.Error{Err: fmt.Errorf("device network")}, false},
 	} {
 		eng := &fakeHotPlugEngine{errs: []error{tc.err}, calls: make(chan struct{}, 1)}
 		h := newHotPlugger(pods, eng)
@@ -189,7 +189,7 @@ func TestHotPlugLoopRetries(t *testing.T) {
 	}
 
 	// Through the queue: busy, then done.
-	eng := &fakeHotPlugEngine{errs: []error{attach.ErrBusy}, calls: make(chan struct{}, 10)}
+	eng := &fakeHotPlugEngine{errs: []error{hotplug.ErrBusy}, calls: make(chan struct{}, 10)}
 	h := newHotPlugger(pods, eng)
 	startLoop(t, h)
 	h.changed(nil, runningPod("net-a"))
@@ -204,9 +204,9 @@ func TestHotPlugLoopRetries(t *testing.T) {
 // The hot-plug metrics count operations by result and observe durations.
 func TestMetricsHotPlug(t *testing.T) {
 	m := newMetrics()
-	m.HotPlugDone(attach.HotPlugSucceeded, 20*time.Millisecond)
-	m.HotPlugDone(attach.HotPlugFailed, time.Second)
-	for _, r := range []string{attach.HotPlugSucceeded, attach.HotPlugFailed} {
+	m.HotPlugDone(hotplug.Succeeded, 20*time.Millisecond)
+	m.HotPlugDone(hotplug.Failed, time.Second)
+	for _, r := range []string{hotplug.Succeeded, hotplug.Failed} {
 		if v, _ := metricValue(t, m, "multinet_hotplug_operations_total", map[string]string{"result": r}); v != 1 {
 			t.Errorf("hotplug_operations_total{result=%s} = %v, want 1", r, v)
 		}
@@ -214,7 +214,7 @@ func TestMetricsHotPlug(t *testing.T) {
 			t.Errorf("hotplug_duration_seconds{result=%s} count = %v, want 1", r, v)
 		}
 	}
-	if v, ok := metricValue(t, m, "multinet_hotplug_operations_total", map[string]string{"result": attach.HotPlugRefused}); !ok || v != 0 {
+	if v, ok := metricValue(t, m, "multinet_hotplug_operations_total", map[string]string{"result": hotplug.Refused}); !ok || v != 0 {
 		t.Errorf("hotplug_operations_total{result=refused} = %v (exists %v), want 0", v, ok)
 	}
 }

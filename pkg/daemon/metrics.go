@@ -11,6 +11,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/multinet/multinet/pkg/attach"
+	"github.com/multinet/multinet/pkg/hotplug"
 	"github.com/multinet/multinet/pkg/ipamd"
 	"github.com/multinet/multinet/pkg/nadlookup"
 	"github.com/multinet/multinet/pkg/netstatus"
@@ -18,7 +19,7 @@ import (
 
 // metrics are multinetd's Prometheus metrics, in their own registry.
 // They implement cniserver.Observer, attach.Observer,
-// netstatus.Observer, attach.RecordObserver and attach.HotPlugObserver.
+// netstatus.Observer, attach.RecordObserver and hotplug.Observer.
 type metrics struct {
 	registry   *prometheus.Registry
 	opDuration *prometheus.HistogramVec // command
@@ -134,7 +135,7 @@ func (m *metrics) initLabels() {
 	for _, r := range []string{netstatus.RetryLanded, netstatus.RetryFailed, netstatus.RetryWithdrawn} {
 		m.stRetries.WithLabelValues(r)
 	}
-	for _, r := range []string{attach.HotPlugSucceeded, attach.HotPlugFailed, attach.HotPlugRefused} {
+	for _, r := range []string{hotplug.Succeeded, hotplug.Failed, hotplug.Refused} {
 		m.hotPlugs.WithLabelValues(r)
 	}
 }
@@ -150,7 +151,7 @@ func histogramVec(name string, buckets []float64, help string, labels ...string)
 	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "multinet", Name: name, Help: help, Buckets: buckets}, labels)
 }
 
-var _ attach.HotPlugObserver = (*metrics)(nil)
+var _ hotplug.Observer = (*metrics)(nil)
 
 // recordSync is the record store's state.Options.OnSync: it counts the
 // records of a group commit and logs a failed one.
@@ -163,7 +164,7 @@ func (m *metrics) recordSync(records int, err error) {
 	m.recSynced.WithLabelValues("ok").Add(float64(records))
 }
 
-// HotPlugDone implements attach.HotPlugObserver.
+// HotPlugDone implements hotplug.Observer.
 func (m *metrics) HotPlugDone(result string, d time.Duration) {
 	m.hotPlugs.WithLabelValues(result).Inc()
 	m.hotPlugDur.WithLabelValues(result).Observe(d.Seconds())

@@ -1,4 +1,18 @@
-package attach
+// Package hotplug changes the attachments of running pod sandboxes
+// (docs/hotplug.md): when the k8s.v1.cni.cncf.io/networks
+// annotation of a running pod changes, multinetd attaches exactly the
+// network selection elements that were added and detaches exactly those
+// that were removed, in the sandbox's network namespace from its record,
+// holding the container's lock (the one the runtime's ADD, DEL and CHECK
+// hold). The record says which element each attachment was made for
+// (state.Attachment.Element); podnetworks.DiffElements compares them with
+// the annotation. Intent is saved before any delegate runs (the removals
+// marked Detach, the additions planned and HotPlugged), the result after;
+// a hot-plug interrupted by a crash is finished (detaches) or rolled back
+// (attaches) by the next one, which then converges to the annotation as it
+// is by then. The default network, multinetd's defaultNetworks, the
+// auxiliary chain and the interface the runtime named are never touched.
+package hotplug
 
 import (
 	"context"
@@ -10,7 +24,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/containernetworking/cni/libcni"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
@@ -24,39 +37,24 @@ import (
 	"github.com/multinet/multinet/pkg/status"
 )
 
-// Hot-plug (docs/hotplug.md): when the k8s.v1.cni.cncf.io/networks
-// annotation of a running pod changes, multinetd attaches exactly the
-// network selection elements that were added and detaches exactly those
-// that were removed, in the sandbox's network namespace from its record,
-// holding the container's lock (the one the runtime's ADD, DEL and CHECK
-// hold). The record says which element each attachment was made for
-// (state.Attachment.Element); podnetworks.DiffElements compares them with
-// the annotation. Intent is saved before any delegate runs (the removals
-// marked Detach, the additions planned and HotPlugged), the result after;
-// a hot-plug interrupted by a crash is finished (detaches) or rolled back
-// (attaches) by the next one, which then converges to the annotation as it
-// is by then. The default network, multinetd's defaultNetworks, the
-// auxiliary chain and the interface the runtime named are never touched.
-
-// Results of a hot-plug (HotPlugObserver, the metrics' result label).
+// Results of a hot-plug (Observer, the metrics' result label).
 const (
-	// HotPlugSucceeded: the sandbox's attachments match the annotation.
-	HotPlugSucceeded = "succeeded"
-	// HotPlugFailed: a delegate, a lookup or a save failed; what failed was
+	// Succeeded: the sandbox's attachments match the annotation.
+	Succeeded = "succeeded"
+	// Failed: a delegate, a lookup or a save failed; what failed was
 	// rolled back and the hot-plug is retried.
-	HotPlugFailed = "failed"
-	// HotPlugRefused: the change cannot be made (an element that cannot be
+	Failed = "failed"
+	// Refused: the change cannot be made (an element that cannot be
 	// hot-plugged, an annotation that does not parse, a sandbox attached
 	// before hot-plug existed); only a new annotation helps.
-	HotPlugRefused = "refused"
+	Refused = "refused"
 )
 
-// HotPlugObserver is the optional part of Options.Observer told about
-// hot-plugs (multinetd's metrics).
-type HotPlugObserver interface {
+// Observer is told about hot-plugs (multinetd's metrics).
+type Observer interface {
 	// HotPlugDone is called after each hot-plug that changed or tried to
-	// change something, with its result (HotPlugSucceeded, HotPlugFailed,
-	// HotPlugRefused) and how long it took, the wait for the container's
+	// change something, with its result (Succeeded, Failed,
+	// Refused) and how long it took, the wait for the container's
 	// lock included.
 	HotPlugDone(result string, d time.Duration)
 }
@@ -71,9 +69,9 @@ var (
 	ErrBusy = errors.New("the pod's sandbox has an operation in progress")
 )
 
-// HotPlugError is a hot-plug that did not converge. Err says why (every
+// Error is a hot-plug that did not converge. Err says why (every
 // element that was refused or failed, by network and interface).
-type HotPlugError struct {
+type Error struct {
 	// Retry is true when trying again may succeed (a delegate failed, a
 	// NetworkAttachmentDefinition is missing, a lookup or a save failed);
 	// false when only a new annotation can.
@@ -81,11 +79,11 @@ type HotPlugError struct {
 	Err   error
 }
 
-func (e *HotPlugError) Error() string { return "hot-plug: " + e.Err.Error() }
-func (e *HotPlugError) Unwrap() error { return e.Err }
+func (e *Error) Error() string { return "hot-plug: " + e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
 
-// HotPlugResult is what one hot-plug changed.
-type HotPlugResult struct {
+// Result is what one hot-plug changed.
+type Result struct {
 	// ContainerID is the pod sandbox.
 	ContainerID string
 	// Added and Removed are the attachments made and torn down, each
@@ -100,7 +98,7 @@ const hotPlugLockWait = 2 * time.Second
 // HotPlug converges the attachments of pod's sandbox on this node to the
 // pod's k8s.v1.cni.cncf.io/networks annotation (docs/hotplug.md). It
 // returns nil, nil when there is nothing to do; otherwise what it changed
-// and, when not everything converged, a *HotPlugError. ErrNoSandbox: the
+// and, when not everything converged, a *Error. ErrNoSandbox: the
 // pod has no sandbox hot-plug may change; ErrBusy (wrapped): another
 // operation holds the sandbox, try later.
 //
@@ -115,24 +113,24 @@ const hotPlugLockWait = 2 * time.Second
 // the next attempt (or the runtime's DEL). network-status is written after
 // every change (pkg/netstatus), AddedInterface and RemovedInterface Events
 // say what changed.
-func (e *Engine) HotPlug(ctx context.Context, pod *corev1.Pod) (*HotPlugResult, error) {
+func (hp *HotPlugger) HotPlug(ctx context.Context, pod *corev1.Pod) (*Result, error) {
 	start := time.Now()
-	id, ok := e.sandboxes.lookup(klog.FromContext(ctx), e.opts.Store, pod.Namespace, pod.Name)
+	id, ok := hp.opts.Sandboxes.index.lookup(klog.FromContext(ctx), hp.opts.Store, pod.Namespace, pod.Name)
 	if !ok {
 		return nil, ErrNoSandbox
 	}
 	lctx, cancel := context.WithTimeout(ctx, hotPlugLockWait)
-	unlock, err := e.locks.Lock(lctx, id)
+	unlock, err := hp.opts.Locks.Lock(lctx, id)
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBusy, err)
 	}
 	defer unlock()
 
-	rec, err := e.opts.Store.Load(id)
+	rec, err := hp.opts.Store.Load(id)
 	switch {
 	case errors.Is(err, state.ErrNotFound):
-		e.sandboxes.forget(id)
+		hp.opts.Sandboxes.index.forget(id)
 		return nil, ErrNoSandbox
 	case err != nil:
 		return nil, fmt.Errorf("%w: %v", ErrNoSandbox, err) // corrupt: DEL deals with it
@@ -147,22 +145,22 @@ func (e *Engine) HotPlug(ctx context.Context, pod *corev1.Pod) (*HotPlugResult, 
 	}
 	log := klog.FromContext(ctx).WithValues("containerID", id, "pod", podKey(pod.Namespace, pod.Name))
 	if !rec.Selection {
-		return nil, e.hotPlugUnrecorded(pod, rec)
+		return nil, hp.hotPlugUnrecorded(pod, rec)
 	}
-	h := &hotPlug{e: e, pod: pod, rec: rec, log: log, res: HotPlugResult{ContainerID: id}}
+	h := &hotPlug{hp: hp, eng: hp.opts.Engine, pod: pod, rec: rec, log: log, res: Result{ContainerID: id}}
 	attempted, err := h.run(ctx)
 	if !attempted {
 		return nil, err
 	}
-	result := HotPlugSucceeded
-	var he *HotPlugError
+	result := Succeeded
+	var he *Error
 	if errors.As(err, &he) {
-		result = HotPlugFailed
+		result = Failed
 		if !he.Retry {
-			result = HotPlugRefused
+			result = Refused
 		}
 	}
-	if o, ok := e.opts.Observer.(HotPlugObserver); ok {
+	if o := hp.opts.Observer; o != nil {
 		o.HotPlugDone(result, time.Since(start))
 	}
 	log.Info("hot-plug", "result", result, "added", h.res.Added, "removed", h.res.Removed)
@@ -172,17 +170,17 @@ func (e *Engine) HotPlug(ctx context.Context, pod *corev1.Pod) (*HotPlugResult, 
 // hotPlugUnrecorded handles a sandbox whose record was written before
 // hot-plug (no elements recorded): its annotation when first seen is taken
 // as what it has; a later change is refused with one Warning per value.
-func (e *Engine) hotPlugUnrecorded(pod *corev1.Pod, rec *state.Record) error {
+func (hp *HotPlugger) hotPlugUnrecorded(pod *corev1.Pod, rec *state.Record) error {
 	networks := pod.Annotations[selection.NetworksAnnotation]
-	first, changed := e.hotplugMemo.baseline(rec.ContainerID, networks)
+	first, changed := hp.opts.Sandboxes.memo.baseline(rec.ContainerID, networks)
 	if first || !changed {
 		return nil
 	}
-	err := &HotPlugError{Err: fmt.Errorf("sandbox %s was attached by a multinetd that did not record its network selection elements: its networks cannot be hot-plugged (re-create the pod)", rec.ContainerID)}
-	if e.hotplugMemo.warn(rec.ContainerID, networks) {
-		e.warningEvent(pod, kube.ReasonHotPlugFailed, "%s: %v", selection.NetworksAnnotation, err.Err)
-		if o, ok := e.opts.Observer.(HotPlugObserver); ok {
-			o.HotPlugDone(HotPlugRefused, 0)
+	err := &Error{Err: fmt.Errorf("sandbox %s was attached by a multinetd that did not record its network selection elements: its networks cannot be hot-plugged (re-create the pod)", rec.ContainerID)}
+	if hp.opts.Sandboxes.memo.warn(rec.ContainerID, networks) {
+		hp.warningEvent(pod, kube.ReasonHotPlugFailed, "%s: %v", selection.NetworksAnnotation, err.Err)
+		if o := hp.opts.Observer; o != nil {
+			o.HotPlugDone(Refused, 0)
 		}
 	}
 	return err
@@ -190,15 +188,15 @@ func (e *Engine) hotPlugUnrecorded(pod *corev1.Pod, rec *state.Record) error {
 
 // hotPlug is one hot-plug of one sandbox; the container's lock is held.
 type hotPlug struct {
-	e   *Engine
+	hp  *HotPlugger
+	eng Engine
 	pod *corev1.Pod
 	rec *state.Record
 	log klog.Logger
-	res HotPlugResult
+	res Result
 
-	cni     *libcni.CNIConfig
 	cniPath string
-	args    podArgs
+	args    cnirequest.Args
 	// list is the network-status being maintained (the record's, with
 	// the entries of detached attachments removed and of attached ones
 	// added); nil when the record has none to publish.
@@ -211,19 +209,14 @@ type hotPlug struct {
 // change, or newly refused anything (false: nothing to do; err may still
 // repeat a refusal already reported).
 func (h *hotPlug) run(ctx context.Context) (attempted bool, err error) {
-	e, rec := h.e, h.rec
-	h.cniPath = rec.CNIPath
-	if h.cniPath == "" {
-		h.cniPath = e.requestPath()
+	rec := h.rec
+	if h.cniPath, err = h.eng.CNIPath(rec.CNIPath); err != nil {
+		return false, &Error{Retry: true, Err: err}
 	}
-	if h.cniPath == "" && len(e.opts.BinDirs) == 0 {
-		return false, &HotPlugError{Retry: true, Err: errors.New("no CNI_PATH known yet (the record has none and no CNI request has been served)")}
+	if h.args, err = cnirequest.ParseArgs(rec.CNIArgs); err != nil {
+		return false, &Error{Err: fmt.Errorf("record of container %s: %w", rec.ContainerID, err)}
 	}
-	h.cni = e.cniFor(h.cniPath)
-	if h.args, err = parseArgs(rec.CNIArgs); err != nil {
-		return false, &HotPlugError{Err: fmt.Errorf("record of container %s: %w", rec.ContainerID, err)}
-	}
-	if ns := rec.NetworkStatus; ns != nil && e.opts.Status != nil {
+	if ns := rec.NetworkStatus; ns != nil && h.hp.opts.Status != nil {
 		if h.list, err = status.Decode(ns.Value); err != nil {
 			h.log.Error(err, "the record's network-status does not decode; not written after this hot-plug")
 			h.list = nil
@@ -239,7 +232,7 @@ func (h *hotPlug) run(ctx context.Context) (attempted bool, err error) {
 	networks, present := h.pod.Annotations[selection.NetworksAnnotation]
 	var elems []selection.Element
 	if present {
-		if elems, err = e.opts.ParseSelectionElements(networks, h.pod.Namespace); err != nil {
+		if elems, err = h.eng.ParseSelectionElements(networks, h.pod.Namespace); err != nil {
 			// Never "nothing selected": a value that does not parse
 			// changes nothing (the webhook denies it).
 			h.refused = append(h.refused, fmt.Errorf("%s: %w", podnetworks.AnnotationField(selection.NetworksAnnotation), err))
@@ -253,7 +246,7 @@ func (h *hotPlug) run(ctx context.Context) (attempted bool, err error) {
 	}
 	d := podnetworks.DiffElements(old, elems)
 	if d.Empty() && !changed {
-		e.hotplugMemo.clearWarned(rec.ContainerID)
+		h.hp.opts.Sandboxes.memo.clearWarned(rec.ContainerID)
 		return false, nil
 	}
 	rec.HotPlug = &state.HotPlug{Networks: networks, Started: time.Now().UTC()}
@@ -349,7 +342,7 @@ func (h *hotPlug) detach(ctx context.Context, idx []int) bool {
 	for _, i := range idx {
 		h.rec.Attachments[i].Detach = true
 	}
-	if err := h.e.opts.Store.SaveBuffered(h.rec); err != nil {
+	if err := h.hp.opts.Store.SaveBuffered(h.rec); err != nil {
 		h.failed = append(h.failed, fmt.Errorf("save the record before detaching: %w", err))
 		for _, i := range idx {
 			h.rec.Attachments[i].Detach = false
@@ -361,7 +354,7 @@ func (h *hotPlug) detach(ctx context.Context, idx []int) bool {
 		a := h.rec.Attachments[i]
 		if err := h.tearDown(ctx, &a); err != nil {
 			h.failed = append(h.failed, err)
-			h.e.warningEvent(h.pod, kube.ReasonHotPlugFailed, "remove %s from network %s: %s (the interface stays until a retry succeeds)", a.IfName, a.Network, cniMsg(err))
+			h.hp.warningEvent(h.pod, kube.ReasonHotPlugFailed, "remove %s from network %s: %s (the interface stays until a retry succeeds)", a.IfName, a.Network, cnirequest.ErrorMessage(err))
 			continue
 		}
 		gone[i] = true
@@ -378,15 +371,13 @@ func (h *hotPlug) detached(a state.Attachment) {
 		return !s.Default && s.Name == a.Network && s.Interface == a.IfName
 	})
 	h.res.Removed = append(h.res.Removed, a.Network+"@"+a.IfName)
-	h.e.normalEvent(h.pod, kube.ReasonRemovedInterface, "Remove %s from %s (hot-plug)", a.IfName, a.Network)
+	h.hp.normalEvent(h.pod, kube.ReasonRemovedInterface, "Remove %s from %s (hot-plug)", a.IfName, a.Network)
 }
 
 // tearDown runs the delegate DEL of attachment a of the sandbox and
 // removes its device-info file.
 func (h *hotPlug) tearDown(ctx context.Context, a *state.Attachment) error {
-	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.e.opts.DelegateTimeout+h.e.opts.TeardownGrace)
-	defer cancel()
-	if err := h.e.delOne(tctx, h.cni, h.rec.ContainerID, h.rec.Netns, h.args, a, 1); err != nil {
+	if err := h.eng.DelAttachment(ctx, h.request(), a); err != nil {
 		return err
 	}
 	if a.DeviceInfoFile != "" {
@@ -402,9 +393,8 @@ func (h *hotPlug) tearDown(ctx context.Context, a *state.Attachment) error {
 // not use, saves the intent and runs each delegate ADD, rolling back the
 // ones that fail. It reports whether the record changed.
 func (h *hotPlug) attach(ctx context.Context, elems []selection.Element, added []int) bool {
-	e := h.e
 	defIf := h.defaultIfName()
-	v, err := e.planner.check(ctx, h.pod, defIf)
+	v, err := h.eng.Check(ctx, h.pod, defIf)
 	if err != nil {
 		h.failed = append(h.failed, fmt.Errorf("pod %s/%s: %w", h.pod.Namespace, h.pod.Name, err))
 		return false
@@ -418,7 +408,7 @@ func (h *hotPlug) attach(ctx context.Context, elems []selection.Element, added [
 	for k, i := range ok {
 		addElems[k] = elems[i]
 	}
-	names, nameErrs := e.planner.ifNamesBeside(h.rec, addElems, defIf)
+	names, nameErrs := h.eng.IfNamesBeside(h.rec, addElems, defIf)
 
 	first := len(h.rec.Attachments)
 	var planned []netconf.Attachment
@@ -426,26 +416,25 @@ func (h *hotPlug) attach(ctx context.Context, elems []selection.Element, added [
 	for k, i := range ok {
 		a := v.Attachments[i].Attachment
 		a.IfName = names[k]
-		p, el, err := h.planOne(a, nameErrs[k])
+		a, file, el, err := h.planOne(a, nameErrs[k])
 		if err != nil {
 			h.failed = append(h.failed, err)
-			e.warningEvent(h.pod, kube.ReasonHotPlugFailed, "add network %s: %s", a.NetworkKey, cniMsg(err))
+			h.hp.warningEvent(h.pod, kube.ReasonHotPlugFailed, "add network %s: %s", a.NetworkKey, cnirequest.ErrorMessage(err))
 			continue
 		}
 		if u, found := podnetworks.UndeclaredOf(selection.NetworksAnnotation, &v.Attachments[i]); found {
-			e.warnUndeclared(h.pod, u)
+			h.hp.warningEvent(h.pod, kube.ReasonUndeclaredCapability, "%s", u.Message())
 		}
-		a = p.attachments[0]
-		planned, files = append(planned, a), append(files, p.deviceInfoFiles[0])
+		planned, files = append(planned, a), append(files, file)
 		h.rec.Attachments = append(h.rec.Attachments, state.Attachment{
 			Network: a.NetworkKey, IfName: a.IfName, ConfList: a.ConfList.Bytes, CapabilityArgs: a.CapabilityArgs, CNIArgs: a.CNIArgs,
-			Phase: state.PhasePlanned, DeviceInfoFile: p.deviceInfoFiles[0], Element: el, HotPlugged: true,
+			Phase: state.PhasePlanned, DeviceInfoFile: file, Element: el, HotPlugged: true,
 		})
 	}
 	if len(planned) == 0 {
 		return false
 	}
-	if err := e.opts.Store.SaveBuffered(h.rec); err != nil {
+	if err := h.hp.opts.Store.SaveBuffered(h.rec); err != nil {
 		h.failed = append(h.failed, fmt.Errorf("save the record before attaching: %w", err))
 		for _, f := range files {
 			if f != "" {
@@ -493,7 +482,7 @@ func (h *hotPlug) checkAdded(v *podnetworks.Verdict, added []int) []int {
 		if len(probs) > 0 {
 			err := &podnetworks.Error{Problems: probs}
 			h.failed = append(h.failed, err)
-			h.e.warningEvent(h.pod, kube.ReasonHotPlugFailed, "%v", err)
+			h.hp.warningEvent(h.pod, kube.ReasonHotPlugFailed, "%v", err)
 			continue
 		}
 		ok = append(ok, i)
@@ -502,54 +491,54 @@ func (h *hotPlug) checkAdded(v *podnetworks.Verdict, added []int) []int {
 }
 
 // planOne prepares the attach of a (planned by Check, on its hot-plug
-// interface name, nameErr the name's problem): its plugins must exist, its
-// device-info file is prepared, its network remembered for GC; its element
-// must encode (el, state.Attachment.Element). The returned plan has the one
-// attachment.
-func (h *hotPlug) planOne(a netconf.Attachment, nameErr error) (p *plan, el []byte, err error) {
+// interface name, nameErr the name's problem): its element must encode
+// (el, state.Attachment.Element); the engine checks its plugins exist,
+// prepares its device-info file (file, "" when none) and remembers its
+// network for GC.
+func (h *hotPlug) planOne(a netconf.Attachment, nameErr error) (prepared netconf.Attachment, file string, el []byte, err error) {
 	if nameErr != nil {
-		return nil, nil, fmt.Errorf("network %s: %w (spec §4.1.2.1.5)", a.NetworkKey, nameErr)
+		return a, "", nil, fmt.Errorf("network %s: %w (spec §4.1.2.1.5)", a.NetworkKey, nameErr)
 	}
-	p = &plan{pod: h.pod, attachments: []netconf.Attachment{a}, resources: []string{""}, deviceIDs: []string{""}, deviceInfoFiles: []string{""}, elements: 1}
-	if el, err = p.element(0); err != nil {
-		return nil, nil, err
+	if el, err = a.Element.MarshalJSON(); err != nil {
+		return a, "", nil, fmt.Errorf("network %s: encode its network selection element: %w", a.NetworkKey, err)
 	}
-	if err := h.e.findPlugins(h.cniPath, p); err != nil {
-		return nil, nil, err
+	prepared, file, err = h.eng.Prepare(h.cniPath, h.rec.ContainerID, a)
+	if err != nil {
+		return a, "", nil, err
 	}
-	if err := h.e.planner.prepareDeviceInfoFiles(h.rec.ContainerID, p); err != nil {
-		return nil, nil, err
-	}
-	h.e.rememberNetworks(h.log, p)
-	return p, el, nil
+	return prepared, file, el, nil
+}
+
+// request is the CNI request of the sandbox's attachments: its container,
+// netns, CNI_PATH and the recorded CNI_ARGS.
+func (h *hotPlug) request() *cnirequest.Request {
+	return &cnirequest.Request{ContainerID: h.rec.ContainerID, Netns: h.rec.Netns, CNIPath: h.cniPath, RawArgs: h.rec.CNIArgs, Args: h.args}
 }
 
 // attachOne runs the delegate ADD of planned attachment a, record entry i,
 // and reports whether it is attached; a failure is rolled back (false) or,
 // when the rollback fails too, left planned for the next attempt (true).
 func (h *hotPlug) attachOne(ctx context.Context, a *netconf.Attachment, i int, deviceInfoFile string) bool {
-	e := h.e
-	req := &cnirequest.Request{ContainerID: h.rec.ContainerID, Netns: h.rec.Netns}
-	res, err := e.runAdd(ctx, h.cni, a, req, h.args)
+	res, err := h.eng.AddAttachment(ctx, h.request(), a)
 	var raw []byte
 	if err == nil {
 		raw, err = json.Marshal(res)
 	}
 	var st status.NetworkStatus
 	if err == nil && h.list != nil {
-		st, err = e.statusEntry(h.pod, a, res, deviceInfoFile, status.Options{})
+		st, err = h.eng.StatusEntry(h.pod, a, res, deviceInfoFile)
 	}
 	if err != nil {
 		h.failed = append(h.failed, err)
-		msg, kept := cniMsg(err), false
+		msg, kept := cnirequest.ErrorMessage(err), false
 		if rerr := h.tearDown(ctx, &h.rec.Attachments[i]); rerr != nil {
-			msg += fmt.Sprintf(" (and rolling it back: %s; retried)", cniMsg(rerr))
+			msg += fmt.Sprintf(" (and rolling it back: %s; retried)", cnirequest.ErrorMessage(rerr))
 			h.failed = append(h.failed, rerr)
 			kept = true
 		} else {
 			msg += " (rolled back)"
 		}
-		e.warningEvent(h.pod, kube.ReasonHotPlugFailed, "add %s from network %s: %s", a.IfName, a.NetworkKey, msg)
+		h.hp.warningEvent(h.pod, kube.ReasonHotPlugFailed, "add %s from network %s: %s", a.IfName, a.NetworkKey, msg)
 		return kept
 	}
 	h.rec.Attachments[i].Phase, h.rec.Attachments[i].Result = state.PhaseAdded, raw
@@ -557,7 +546,7 @@ func (h *hotPlug) attachOne(ctx context.Context, a *netconf.Attachment, i int, d
 		h.list = append(h.list, st)
 	}
 	h.res.Added = append(h.res.Added, a.NetworkKey+"@"+a.IfName)
-	e.normalEvent(h.pod, kube.ReasonAddedInterface, "Add %s %v from %s (hot-plug)", a.IfName, st.IPs, a.NetworkKey)
+	h.hp.normalEvent(h.pod, kube.ReasonAddedInterface, "Add %s %v from %s (hot-plug)", a.IfName, st.IPs, a.NetworkKey)
 	return true
 }
 
@@ -574,42 +563,35 @@ func (h *hotPlug) defaultIfName() string {
 // done saves the record (durably) when it changed and publishes its
 // network-status; it posts the Warning of refusals not reported before for
 // this annotation value. attempted: something changed, failed, or was
-// newly refused. err: nil when everything converged, else a *HotPlugError.
+// newly refused. err: nil when everything converged, else a *Error.
 func (h *hotPlug) done(ctx context.Context, changed bool) (attempted bool, err error) {
-	e, rec := h.e, h.rec
+	hp, rec := h.hp, h.rec
 	if changed {
 		rec.HotPlug = nil
 		h.setStatus()
-		if err := e.opts.Store.Save(rec); err != nil {
+		if err := hp.opts.Store.Save(rec); err != nil {
 			// The buffered intent stays on disk: the next hot-plug rolls
 			// back what it planned and converges again.
 			h.failed = append(h.failed, fmt.Errorf("save the record: %w", err))
-		} else if rec.Pending() {
-			e.publishStatus(ctx, h.pod, rec)
+		} else if rec.Pending() && hp.opts.Status != nil {
+			hp.opts.Status.Publish(ctx, h.pod, rec)
 		}
 	}
 	news := false
 	if len(h.refused) > 0 {
-		news = e.hotplugMemo.warn(rec.ContainerID, h.pod.Annotations[selection.NetworksAnnotation])
+		news = hp.opts.Sandboxes.memo.warn(rec.ContainerID, h.pod.Annotations[selection.NetworksAnnotation])
 		if news {
-			e.warningEvent(h.pod, kube.ReasonHotPlugFailed, "%v", errors.Join(h.refused...))
+			hp.warningEvent(h.pod, kube.ReasonHotPlugFailed, "%v", errors.Join(h.refused...))
 		}
 	} else {
-		e.hotplugMemo.clearWarned(rec.ContainerID)
+		hp.opts.Sandboxes.memo.clearWarned(rec.ContainerID)
 	}
 	attempted = changed || len(h.failed) > 0 || news
 	errs := append(slices.Clone(h.failed), h.refused...)
 	if len(errs) == 0 {
 		return attempted, nil
 	}
-	return attempted, &HotPlugError{Retry: len(h.failed) > 0, Err: errors.Join(errs...)}
-}
-
-// forgetSandbox drops what hot-plug keeps of container id (its record was
-// removed).
-func (e *Engine) forgetSandbox(id string) {
-	e.sandboxes.forget(id)
-	e.hotplugMemo.forget(id)
+	return attempted, &Error{Retry: len(h.failed) > 0, Err: errors.Join(errs...)}
 }
 
 // setStatus puts the network-status of the record's attachments into the
