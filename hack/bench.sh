@@ -43,9 +43,13 @@ if pid=$(deployed_pid multinetd); then
 fi
 # The dated report: docs/bench/<date>-<commit>.md with its pictures, and the
 # latest-run block of docs/bench.md (BENCH_REPORT_DIR= for none, or another
-# directory; BENCH_PAGE= leaves docs/bench.md alone).
+# directory, whose report docs/bench.md does not link; BENCH_PAGE= leaves
+# docs/bench.md alone).
 report_dir=${BENCH_REPORT_DIR-docs/bench}
-page=${BENCH_PAGE-docs/bench.md}
+# docs/bench.md links only reports under docs/bench.
+default_page=
+if [[ $report_dir == docs/bench ]]; then default_page=docs/bench.md; fi
+page=${BENCH_PAGE-$default_page}
 commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 if [[ $commit != unknown && -n $(git status --porcelain --untracked-files=no -- . ':!docs/bench' ':!docs/bench.md' 2>/dev/null) ]]; then
   commit+=-dirty
