@@ -28,6 +28,10 @@ const observabilityDir = "../../deploy/observability/"
 // parser; here the names are all that matter).
 var multinetMetricRE = regexp.MustCompile(`\bmultinet_[a-z0-9_]+\b`)
 
+// quotedRE matches PromQL's double-quoted strings (label values such as
+// resource=~"multinet_io_.+"), which are not metric names.
+var quotedRE = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
 // observedMetrics returns the multinet_* metric names the shipped dashboard
 // and alert rules read, sorted.
 func observedMetrics(t *testing.T) []string {
@@ -72,7 +76,7 @@ func observedMetrics(t *testing.T) []string {
 	}
 	var names []string
 	for _, e := range exprs {
-		for _, n := range multinetMetricRE.FindAllString(e, -1) {
+		for _, n := range multinetMetricRE.FindAllString(quotedRE.ReplaceAllString(e, `""`), -1) {
 			if !slices.Contains(names, n) {
 				names = append(names, n)
 			}
