@@ -30,7 +30,7 @@ const partOf = "app.kubernetes.io/part-of=multinet"
 // a cluster deployed with kustomize is taken over by the release), every
 // component is Ready; `helm upgrade` with a changed value (the global
 // namespaces) renames multinetd's ConfigMap, rolls multinetd and the webhook
-// to the new setting and removes the old ConfigMap; `helm uninstall` leaves
+// (the webhook to the new --global-namespaces) and removes the old ConfigMap; `helm uninstall` leaves
 // no object labelled app.kubernetes.io/part-of=multinet but the CRDs (kept
 // on purpose: docs/decisions/helm.md) and no release. The cluster's mode of
 // deployment is restored at the end.
@@ -66,12 +66,11 @@ func TestHelmUpgradeUninstall(t *testing.T) {
 	if newConfig == oldConfig {
 		t.Errorf("multinetd's ConfigMap still %s after a changed value, want a new name (the content hash)", oldConfig)
 	}
-	cm, err := testCluster.kube.CoreV1().ConfigMaps(systemNamespace).Get(ctx, newConfig, metav1.GetOptions{})
-	if err != nil {
+	// (Its content on the local cluster is deploy/overlays/local's
+	// multinetd.yaml, put in place by the post-renderer: the chart's own
+	// rendering of the value is TestChartValues's.)
+	if _, err := testCluster.kube.CoreV1().ConfigMaps(systemNamespace).Get(ctx, newConfig, metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
-	}
-	if !strings.Contains(cm.Data["multinetd.yaml"], "globalNamespaces: [default, multinet-e2e-helm-shared]") {
-		t.Errorf("%s after the upgrade:\n%s", newConfig, cm.Data["multinetd.yaml"])
 	}
 	waitGone(t, "ConfigMap "+oldConfig+" (before the upgrade)", func(ctx context.Context) error {
 		_, err := testCluster.kube.CoreV1().ConfigMaps(systemNamespace).Get(ctx, oldConfig, metav1.GetOptions{})
