@@ -36,7 +36,7 @@ const partOf = "app.kubernetes.io/part-of=multinet"
 // deployment is restored at the end.
 func TestHelmUpgradeUninstall(t *testing.T) {
 	requireDeployed(t)
-	ctx := testContext(t, 20*time.Minute)
+	ctx := testContext(t, 40*time.Minute)
 	mode := "manifests"
 	if helmManaged(t, ctx) {
 		mode = "helm"
@@ -48,7 +48,9 @@ func TestHelmUpgradeUninstall(t *testing.T) {
 		}
 	})
 	if mode != "helm" {
-		deployedScript(t, 10*time.Minute, []string{"MULTINET_DEPLOY=helm"}, "apply")
+		// The first helm use builds the helm command (go install, minutes on
+		// a cold build cache).
+		deployedScript(t, 25*time.Minute, []string{"MULTINET_DEPLOY=helm"}, "apply")
 		if !helmManaged(t, ctx) {
 			t.Fatalf("DaemonSet multinetd is not the release %s's after the helm install", helmRelease)
 		}
