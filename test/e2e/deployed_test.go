@@ -71,8 +71,8 @@ func TestDeployedComponents(t *testing.T) {
 	for _, w := range vwc.Webhooks {
 		clientConfigs["validating "+w.Name] = w.ClientConfig
 	}
-	if len(clientConfigs) != 3 {
-		t.Errorf("%d webhooks, want 3 (mutate pods, validate pods and NADs)", len(clientConfigs))
+	if len(clientConfigs) != 4 {
+		t.Errorf("%d webhooks, want 4 (mutate pods, validate pods, NADs and multinetd's IPAMClaim status writes)", len(clientConfigs))
 	}
 	// The API server calls the webhook through its Service, as on any
 	// cluster (it routes to the endpoints itself: no kube-proxy here).
