@@ -47,7 +47,14 @@ func TestHelmUpgradeUninstall(t *testing.T) {
 			deployedScript(t, 10*time.Minute, []string{"MULTINET_DEPLOY=" + mode}, "apply")
 		}
 	})
+	// What kustomize applied before the release took the cluster over
+	// (its hash-suffixed ConfigMaps, which the chart names otherwise) is
+	// not the release's: helm neither adopts nor removes it.
+	preexisting := map[string]bool{}
 	if mode != "helm" {
+		for _, o := range labelledObjects(t, ctx) {
+			preexisting[o] = true
+		}
 		// The first helm use builds the helm command (go install, minutes on
 		// a cold build cache).
 		deployedScript(t, 25*time.Minute, []string{"MULTINET_DEPLOY=helm"}, "apply")
@@ -101,7 +108,7 @@ func TestHelmUpgradeUninstall(t *testing.T) {
 		// On the local cluster the namespace is there before the chart
 		// (namespace.create=false: the host bootstrap made it, an earlier
 		// kubectl apply labelled it); it is not the release's.
-		if o == "namespace/"+systemNamespace {
+		if o == "namespace/"+systemNamespace || preexisting[o] {
 			continue
 		}
 		if !strings.HasPrefix(o, "customresourcedefinition.apiextensions.k8s.io/") {
