@@ -75,21 +75,33 @@ func TestTenantAnnotationLimits(t *testing.T) {
 // nft's ("counter packets 12 bytes 720").
 var counters = regexp.MustCompile(`\[\d+:\d+\]|packets \d+ bytes \d+`)
 
+// sandboxRule matches what the reference plugins write for one pod
+// sandbox: a rule whose comment names its container ID, and the
+// declaration of a per-sandbox chain (bridge's ipMasq chain CNI-<hash>,
+// portmap's CNI-DN-<hash>).
+var sandboxRule = regexp.MustCompile(` id: \\"[0-9a-f]{64}\\"|^:CNI-(DN-)?[0-9a-f]{24} `)
+
 // nodeRuleset is the target node's packet-filter rules without counters
 // and comments: every iptables table (iptables-save, which lists the
 // nf_tables-backed ones too) and, where the node has nft, its whole
-// ruleset.
+// ruleset. The rules of pod sandboxes are left out: other tests' pods on
+// the node come and go meanwhile (their default network's masquerade
+// rules), and a refused pod has no sandbox, so none of them can be its.
 func nodeRuleset(t *testing.T) string {
 	t.Helper()
 	var b strings.Builder
 	for _, l := range strings.Split(target.run(t, "iptables-save"), "\n") {
-		if !strings.HasPrefix(l, "#") {
+		if !strings.HasPrefix(l, "#") && !sandboxRule.MatchString(l) {
 			b.WriteString(counters.ReplaceAllString(l, "") + "\n")
 		}
 	}
 	if out, err := target.command(testContext(t, 60*time.Second), "nft", "list", "ruleset").Output(); err == nil {
 		b.WriteString("nft:\n")
-		b.WriteString(counters.ReplaceAllString(string(out), ""))
+		for _, l := range strings.Split(string(out), "\n") {
+			if !sandboxRule.MatchString(l) {
+				b.WriteString(counters.ReplaceAllString(l, "") + "\n")
+			}
+		}
 	}
 	return b.String()
 }
