@@ -136,7 +136,7 @@ func (f *flags) completeServer(c *server.Config) {
 	c.Registration.TimeoutSeconds = int32(f.timeout)
 	c.Registration.ExcludeNamespaces = appendUnique(splitList(f.excluded), c.Namespace)
 	if f.nodeAgent == "" {
-		f.nodeAgent = "system:serviceaccount:" + c.Namespace + ":multinetd"
+		f.nodeAgent = webhook.NodeAgentUser(c.Namespace)
 	}
 	c.Registration.NodeAgentUser, c.Handlers.NodeAgentUser = f.nodeAgent, f.nodeAgent
 	c.CertSpec = certs.Spec{CAValidity: c.CertSpec.CAValidity, CertValidity: c.CertSpec.CertValidity}

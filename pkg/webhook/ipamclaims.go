@@ -29,6 +29,13 @@ const NodeNameExtra = "authentication.kubernetes.io/node-name"
 // ServiceAccount in the namespace deploy/ installs it in).
 const DefaultNodeAgentUser = "system:serviceaccount:multinet-system:multinetd"
 
+// NodeAgentUser is the user of multinetd's ServiceAccount in namespace:
+// "system:serviceaccount:<namespace>:multinetd" (DefaultNodeAgentUser for
+// multinet-system).
+func NodeAgentUser(namespace string) string {
+	return "system:serviceaccount:" + namespace + ":multinetd"
+}
+
 // DefaultPodLookupTimeout bounds the pod LIST of ValidateIPAMClaimStatus.
 const DefaultPodLookupTimeout = 3 * time.Second
 
