@@ -77,7 +77,10 @@ func nodeUplink(t *testing.T) string {
 	return ""
 }
 
-// nodeLinks returns the names of the target node's links, sorted.
+// nodeLinks returns the names of the target node's links, sorted,
+// without the host ends of pod sandboxes' veths (a veth whose peer is in
+// another network namespace): other tests' pods on the node come and go
+// meanwhile, and a refused pod has no sandbox, so none of them can be its.
 func nodeLinks(t *testing.T) []string {
 	t.Helper()
 	links, err := target.netlink(t).LinkList()
@@ -86,6 +89,9 @@ func nodeLinks(t *testing.T) []string {
 	}
 	var names []string
 	for _, l := range links {
+		if _, veth := l.(*netlink.Veth); veth && l.Attrs().NetNsID >= 0 {
+			continue
+		}
 		names = append(names, l.Attrs().Name)
 	}
 	slices.Sort(names)
