@@ -1,0 +1,176 @@
+// Package nftpolicy enforces the effective MultiNetworkPolicy rules of a pod
+// (pkg/spec/policy) with nftables in the pod's network namespace: one table
+// of ours (inet multinet) with chains hooked on input and output that filter
+// only the listed interfaces (iifname/oifname), so eth0 and the interfaces
+// of other networks are untouched. Packets of established and related
+// connections are always accepted, so replacing the rules never cuts a
+// connection. It talks netlink directly (github.com/google/nftables): the
+// node image has no nft binary.
+//
+// Apply replaces the whole table in one netlink transaction (atomic) and
+// writes nothing when the table already holds the same rules (idempotent).
+package nftpolicy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/google/nftables"
+	"github.com/mdlayher/netlink"
+	"github.com/multinet/multinet/pkg/spec/policy"
+	"golang.org/x/sys/unix"
+)
+
+// TableName is the name of our table (family inet) in each pod's network
+// namespace.
+const TableName = "multinet"
+
+// digestPrefix starts the name of the empty chain whose name records what
+// the table was made from (a digest of Apply's input and this package's
+// rendering version).
+const digestPrefix = "digest-"
+
+// renderVersion changes whenever the rendering of the same input changes,
+// so that Apply rewrites tables an older multinetd wrote.
+const renderVersion = "1"
+
+// Stats says what Apply did.
+type Stats struct {
+	// Changed is false when the table already held exactly these rules and
+	// nothing was written.
+	Changed bool
+	// Rules is the number of rules in the table, Sets of address sets and
+	// SetElements of their elements (an address range is two).
+	Rules, Sets, SetElements int
+}
+
+// Apply makes our table in the network namespace at netnsPath (e.g.
+// /var/run/netns/x or /proc/PID/ns/net) hold exactly the rules for ifaces:
+// for each interface isolated in a direction, traffic in that direction is
+// accepted when it is part of an established or related connection, is IPv6
+// neighbour discovery, or matches one of the direction's rules, and dropped
+// otherwise. Interfaces not in ifaces are not filtered; an empty ifaces
+// leaves an empty table. The old table is replaced in the same netlink
+// transaction. The ctx deadline bounds the netlink calls.
+//
+// Errors: an invalid interface name (nothing is written), a netns that
+// cannot be opened, netlink errors (the transaction is all or nothing).
+func Apply(ctx context.Context, netnsPath string, ifaces []policy.Interface) (Stats, error) {
+	for _, in := range ifaces {
+		if err := checkIfname(in.Name); err != nil {
+			return Stats{}, err
+		}
+	}
+	digest, err := digestOf(ifaces)
+	if err != nil {
+		return Stats{}, err
+	}
+	c, closeConn, err := open(ctx, netnsPath)
+	if err != nil {
+		return Stats{}, err
+	}
+	defer closeConn()
+	current, err := currentDigest(c)
+	if err != nil {
+		return Stats{}, fmt.Errorf("netns %s: reading table inet %s: %w", netnsPath, TableName, err)
+	}
+	stats, err := render(c, ifaces, digest)
+	if err != nil {
+		return Stats{}, fmt.Errorf("netns %s: %w", netnsPath, err)
+	}
+	if current == digest {
+		return stats, nil
+	}
+	if err := c.Flush(); err != nil {
+		return Stats{}, fmt.Errorf("netns %s: writing table inet %s: %w", netnsPath, TableName, err)
+	}
+	stats.Changed = true
+	return stats, nil
+}
+
+// Remove deletes our table from the network namespace at netnsPath. A
+// table or network namespace that does not exist is no error.
+func Remove(ctx context.Context, netnsPath string) error {
+	c, closeConn, err := open(ctx, netnsPath)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	t := &nftables.Table{Family: nftables.TableFamilyINet, Name: TableName}
+	c.AddTable(t) // adding an existing table is no error: the delete never fails on a missing one
+	c.DelTable(t)
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("netns %s: deleting table inet %s: %w", netnsPath, TableName, err)
+	}
+	return nil
+}
+
+// open returns a lasting nftables connection into the network namespace at
+// path whose socket has ctx's deadline, and a function closing it.
+func open(ctx context.Context, path string) (*nftables.Conn, func(), error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening netns: %w", err)
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Time{}
+	}
+	c, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())), nftables.AsLasting(),
+		nftables.WithSockOptions(func(nc *netlink.Conn) error { return nc.SetDeadline(deadline) }))
+	if err != nil {
+		_ = f.Close()
+		return nil, nil, fmt.Errorf("netns %s: netlink: %w", path, err)
+	}
+	return c, func() { _ = c.CloseLasting(); _ = f.Close() }, nil
+}
+
+// currentDigest returns the digest our table records, "" when there is no
+// table.
+func currentDigest(c *nftables.Conn) (string, error) {
+	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
+	if err != nil {
+		return "", err
+	}
+	for _, ch := range chains {
+		if ch.Table != nil && ch.Table.Name == TableName && strings.HasPrefix(ch.Name, digestPrefix) {
+			return strings.TrimPrefix(ch.Name, digestPrefix), nil
+		}
+	}
+	return "", nil
+}
+
+// digestOf returns a digest of ifaces and the rendering version: 24 hex
+// digits, so that the chain name stays within the oldest kernels' 32 bytes.
+func digestOf(ifaces []policy.Interface) (string, error) {
+	b, err := json.Marshal(struct {
+		Version string
+		Ifaces  []policy.Interface
+	}{renderVersion, ifaces})
+	if err != nil {
+		return "", fmt.Errorf("digest of the rules: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:12]), nil
+}
+
+// checkIfname refuses a name that cannot be a Linux interface name.
+func checkIfname(name string) error {
+	if name == "" || len(name) >= unix.IFNAMSIZ || strings.ContainsAny(name, "/ \t\n\x00:") {
+		return fmt.Errorf("interface name %q: want 1 to %d bytes without '/', ':' or blanks", name, unix.IFNAMSIZ-1)
+	}
+	return nil
+}
