@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -23,6 +22,7 @@ import (
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
 	"github.com/multinet/multinet/internal/lifecycle"
+	"github.com/multinet/multinet/internal/process/metricsserver"
 	"github.com/multinet/multinet/pkg/attach"
 	corev1client "github.com/multinet/multinet/pkg/client/clientset/kubernetes/typed/core/v1"
 	resourcev1client "github.com/multinet/multinet/pkg/client/clientset/kubernetes/typed/resource/v1"
@@ -301,7 +301,7 @@ func (d *daemon) metricsComponent() lifecycle.Component {
 				return nil
 			}
 			var err error
-			s, err = serveHTTP(ctx, d.cfg.MetricsAddress, d.m, d.readyz)
+			s, err = metricsserver.Start(ctx, d.cfg.MetricsAddress, d.m.registry, d.readyz)
 			return err
 		},
 		Stop: func(ctx context.Context) error {
@@ -743,31 +743,6 @@ func restConfig(cfg Config) (*rest.Config, error) {
 	rc.UserAgent = "multinetd/" + cfg.NodeName
 	rc.Timeout = 30 * time.Second
 	return rc, nil
-}
-
-// serveHTTP serves /metrics, /healthz and /readyz on addr.
-func serveHTTP(ctx context.Context, addr string, m *metrics, ready func() error) (*http.Server, error) {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := ready(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("metrics address: %w", err)
-	}
-	s := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := s.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			klog.FromContext(ctx).Error(err, "metrics server")
-		}
-	}()
-	return s, nil
 }
 
 func fileDir(p string) string {

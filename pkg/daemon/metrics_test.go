@@ -1,15 +1,9 @@
 package daemon
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,61 +103,6 @@ func TestMetricsObserver(t *testing.T) {
 	}
 	if _, ok := metricValue(t, m, "multinet_delegate_errors_total", map[string]string{"command": "ADD"}); ok {
 		t.Error("a successful delegate was counted as an error")
-	}
-}
-
-// /healthz answers ok; /readyz follows the readiness function; /metrics
-// serves the registry.
-func TestServeHTTP(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	m := newMetrics()
-	m.OnDone("ADD", 0, 0, time.Millisecond, nil)
-	var ready atomic.Bool
-	s, err := serveHTTP(context.Background(), addr, m, func() error {
-		if !ready.Load() {
-			return errors.New("informers not synced")
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
-	get := func(path string) (int, string) {
-		t.Helper()
-		resp, err := http.Get("http://" + addr + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode, string(b)
-	}
-	if code, body := get("/healthz"); code != http.StatusOK || body != "ok\n" {
-		t.Errorf("/healthz = %d %q", code, body)
-	}
-	if code, body := get("/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "informers not synced") {
-		t.Errorf("/readyz not ready = %d %q", code, body)
-	}
-	ready.Store(true)
-	if code, body := get("/readyz"); code != http.StatusOK || body != "ok\n" {
-		t.Errorf("/readyz ready = %d %q", code, body)
-	}
-	if code, body := get("/metrics"); code != http.StatusOK || !strings.Contains(body, `multinet_cni_operations_total{code="0",command="ADD"} 1`) {
-		t.Errorf("/metrics = %d, body lacks the ADD count:\n%s", code, body)
-	}
-	if _, err := serveHTTP(context.Background(), addr, m, nil); err == nil {
-		t.Error("serveHTTP on a bound address succeeded")
 	}
 }
 
