@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"github.com/multinet/multinet/internal/process/metricsserver"
 	"github.com/multinet/multinet/internal/version"
 	"github.com/multinet/multinet/pkg/deviceplugin"
 	"github.com/multinet/multinet/pkg/deviceplugin/config"
@@ -30,12 +31,13 @@ func main() {
 	dpDir := flag.String("device-plugins-dir", pluginapi.DevicePluginPath, "kubelet's device-plugins directory (holds kubelet.sock and the plugin sockets)")
 	devinfoDir := flag.String("devinfo-dir", devinfo.DefaultRoot, "device-info root directory; device plugin files go to <dir>/dp")
 	sysfsRoot := flag.String("sysfs-root", "/sys", "sysfs mount point used for PCI discovery and NUMA nodes")
+	metricsAddr := flag.String("metrics-address", DefaultMetricsAddress, "address of /metrics, /healthz, /readyz (plain HTTP; empty: off)")
 	klog.InitFlags(nil)
 	version.ParseFlags("multinet-deviceplugin", "Advertises network device pools to kubelet (Device Plugin API v1beta1).")
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *configPath, *dpDir, *devinfoDir, *sysfsRoot); err != nil {
+	if err := run(ctx, *configPath, *dpDir, *devinfoDir, *sysfsRoot, *metricsAddr); err != nil {
 		klog.ErrorS(err, "multinet-deviceplugin failed")
 		klog.Flush()
 		os.Exit(1)
@@ -44,18 +46,38 @@ func main() {
 	klog.Flush()
 }
 
-func run(ctx context.Context, configPath, dpDir, devinfoDir, sysfsRoot string) error {
+// DefaultMetricsAddress is where /metrics is served unless
+// --metrics-address says otherwise: the node's loopback (the DaemonSet runs
+// on the host network), as multinetd's 127.0.0.1:9390
+// (docs/operations.md "Scraping the node components").
+const DefaultMetricsAddress = "127.0.0.1:9391"
+
+func run(ctx context.Context, configPath, dpDir, devinfoDir, sysfsRoot, metricsAddr string) error {
 	cfg, err := config.Load(configPath)
+	if err != nil {
+		return err
+	}
+	reg, err := metricsserver.NewRegistry()
+	if err != nil {
+		return err
+	}
+	m, err := deviceplugin.NewMetrics(reg)
 	if err != nil {
 		return err
 	}
 	plugins, err := deviceplugin.Plugins(cfg, pool.Env{SysfsRoot: sysfsRoot}, deviceplugin.Options{
 		DevicePluginsDir: dpDir,
 		DevInfo:          devinfo.Store{Root: devinfoDir},
+		Metrics:          m,
 	})
 	if err != nil {
 		return err
 	}
+	stop, err := metricsserver.Run(ctx, metricsAddr, reg, nil)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	if err := deviceplugin.RunAll(ctx, plugins); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}

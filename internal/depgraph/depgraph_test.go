@@ -53,9 +53,9 @@ var rules = []rule{
 		cmd: "./cmd/multinet-deviceplugin",
 		banned: join(deadCodeKillers, cliCode, []string{
 			"k8s.io/client-go", "k8s.io/api", "k8s.io/dynamic-resource-allocation",
-			"github.com/multinet/multinet/pkg/dra", "github.com/prometheus",
+			"github.com/multinet/multinet/pkg/dra",
 		}),
-		why: "the device plugin talks to the kubelet only (Device Plugin API over gRPC); the DRA driver is multinet-dra-driver",
+		why: "the device plugin talks to the kubelet only (Device Plugin API over gRPC) and serves /metrics; the DRA driver is multinet-dra-driver",
 	},
 	{
 		cmd: "./cmd/multinetd",
@@ -90,10 +90,10 @@ var rules = []rule{
 	{
 		cmd: "./cmd/multinet-dra-driver",
 		banned: join(deadCodeKillers, cliCode, []string{
-			"sigs.k8s.io/controller-runtime", "github.com/prometheus",
+			"sigs.k8s.io/controller-runtime",
 			"github.com/multinet/multinet/pkg/daemon", "github.com/multinet/multinet/pkg/webhook",
 		}),
-		why: "the DRA driver is a kubelet plugin publishing ResourceSlices",
+		why: "the DRA driver is a kubelet plugin publishing ResourceSlices and serving /metrics",
 	},
 }
 

@@ -46,6 +46,9 @@ type Options struct {
 	DevInfo devinfo.Store
 	// RPCTimeout bounds Register and the serving self-check; 10 s when zero.
 	RPCTimeout time.Duration
+	// Metrics, when set, count the plugin's devices, Allocate calls and
+	// ListAndWatch updates (NewMetrics); nil counts into unregistered ones.
+	Metrics *Metrics
 }
 
 // Plugin serves one pool as one resource. Create it with New and start it
@@ -65,6 +68,7 @@ type Plugin struct {
 	update  chan struct{} // closed and replaced when devices change
 
 	files pool.InfoFiles // device-info files; refresh goroutine only
+	m     *Metrics
 }
 
 // New returns a Plugin for p. The socket is
@@ -82,7 +86,13 @@ func New(p pool.Pool, opts Options) (*Plugin, error) {
 	if to <= 0 {
 		to = 10 * time.Second
 	}
+	m := opts.Metrics
+	if m == nil {
+		m, _ = NewMetrics(nil)
+	}
+	m.init(rn)
 	return &Plugin{
+		m:      m,
 		pool:   p,
 		dir:    dir,
 		socket: filepath.Join(dir, "multinet-"+strings.ReplaceAll(rn, "/", "_")+".sock"),
@@ -357,6 +367,7 @@ func options() *pluginapi.DevicePluginOptions {
 func (p *Plugin) refresh(ctx context.Context) {
 	devs := p.pool.Devices()
 	p.files.Sync(ctx, devs)
+	p.m.setDevices(p.ResourceName(), devs)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.byID != nil && equalDevices(p.devices, devs) {
@@ -403,6 +414,7 @@ func (p *Plugin) ListAndWatch(_ *pluginapi.Empty, s grpc.ServerStreamingServer[p
 		if err := s.Send(&pluginapi.ListAndWatchResponse{Devices: toAPI(devs)}); err != nil {
 			return err
 		}
+		p.m.updates.WithLabelValues(p.ResourceName()).Inc()
 		select {
 		case <-changed:
 		case <-s.Context().Done():
@@ -429,8 +441,17 @@ func toAPI(devs []pool.Device) []*pluginapi.Device {
 // Allocate returns, per container, the environment variable
 // MULTINET_<RESOURCE>=<id>,<id> (see config.EnvName) and the mounts and
 // device nodes of the requested devices. A device ID that is not in the
-// pool, repeated, or an empty request is InvalidArgument.
+// pool, repeated, or an empty request is InvalidArgument. Each call is
+// counted (multinet_deviceplugin_allocations_total, _allocate_duration_seconds).
 func (p *Plugin) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+	start := time.Now()
+	resp, err := p.allocate(ctx, req)
+	p.m.allocated(p.ResourceName(), start, err)
+	return resp, err
+}
+
+// allocate is Allocate's work.
+func (p *Plugin) allocate(ctx context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
 	_, byID, _ := p.snapshot()
 	rn := p.ResourceName()
 	resp := &pluginapi.AllocateResponse{}
