@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/multinet/multinet/internal/process/metricsserver"
 	"github.com/multinet/multinet/internal/version"
 	"github.com/multinet/multinet/pkg/deviceplugin/config"
 	"github.com/multinet/multinet/pkg/deviceplugin/pool"
@@ -31,7 +32,14 @@ import (
 type options struct {
 	configPath, devinfoDir, sysfsRoot                    string
 	driverName, nodeName, kubeletDir, cdiDir, kubeconfig string
+	metricsAddr                                          string
 }
+
+// DefaultMetricsAddress is where /metrics is served unless
+// --metrics-address says otherwise: the node's loopback (the DaemonSet runs
+// on the host network), as multinetd's 127.0.0.1:9390
+// (docs/operations.md "Scraping the node components").
+const DefaultMetricsAddress = "127.0.0.1:9392"
 
 func main() {
 	var o options
@@ -43,6 +51,7 @@ func main() {
 	flag.StringVar(&o.kubeletDir, "kubelet-dir", "/var/lib/kubelet", "the kubelet's root directory (plugins_registry/, plugins/<driver>/)")
 	flag.StringVar(&o.cdiDir, "cdi-dir", "/var/run/cdi", "where CDI specs for devices with mounts or device nodes are written")
 	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster configuration when empty")
+	flag.StringVar(&o.metricsAddr, "metrics-address", DefaultMetricsAddress, "address of /metrics, /healthz, /readyz (plain HTTP; empty: off)")
 	klog.InitFlags(nil)
 	version.ParseFlags("multinet-dra-driver", "Serves network device pools through Dynamic Resource Allocation (a DRA kubelet plugin publishing ResourceSlices).")
 
@@ -72,13 +81,27 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
+	reg, err := metricsserver.NewRegistry()
+	if err != nil {
+		return err
+	}
+	m, err := dra.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
 	d, err := dra.New(cfg, pool.Env{SysfsRoot: o.sysfsRoot}, dra.Options{
 		DriverName: o.driverName, NodeName: o.nodeName, Client: client,
 		DevInfo: devinfo.Store{Root: o.devinfoDir}, KubeletDir: o.kubeletDir, CDIDir: o.cdiDir,
+		Metrics: m,
 	})
 	if err != nil {
 		return err
 	}
+	stop, err := metricsserver.Run(ctx, o.metricsAddr, reg, nil)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	klog.InfoS("Starting DRA driver", "driver", o.driverName, "node", o.nodeName, "pools", len(cfg.Pools))
 	return d.Run(ctx)
 }

@@ -48,6 +48,9 @@ type Options struct {
 	// HealthResend is how often the health report is sent again without a
 	// change (the kubelet forgets a device's health after 30 s); 20 s when 0.
 	HealthResend time.Duration
+	// Metrics, when set, count publications, prepares and unprepares
+	// (NewMetrics); nil counts into unregistered ones.
+	Metrics *Metrics
 }
 
 // Driver serves pools through DRA. Create it with New and run it with Run.
@@ -95,6 +98,9 @@ func New(cfg *config.Config, env pool.Env, opts Options) (*Driver, error) {
 	}
 	if opts.HealthResend <= 0 {
 		opts.HealthResend = 20 * time.Second
+	}
+	if opts.Metrics == nil {
+		opts.Metrics, _ = NewMetrics(nil)
 	}
 	d := &Driver{opts: opts, byDRA: map[string]*servedPool{}, names: map[string]map[string]pool.Device{},
 		prepared: map[types.UID][]preparedDevice{}, owner: map[string]holder{}, changed: make(chan struct{})}
@@ -224,7 +230,9 @@ func (d *Driver) publish(ctx context.Context) error {
 		d.names[p.name] = byName
 		res.Pools[p.name] = resourceslice.Pool{Slices: sliceDevices(devs)}
 	}
-	if err := d.helper.PublishResources(ctx, res); err != nil {
+	err := d.helper.PublishResources(ctx, res)
+	d.opts.Metrics.published(d.pools, d.names, err)
+	if err != nil {
 		return fmt.Errorf("dra driver %s: publish ResourceSlices: %w", d.opts.DriverName, err)
 	}
 	close(d.changed)
@@ -285,9 +293,13 @@ func (d *Driver) healthReport() (kubeletplugin.DeviceHealthReport, <-chan struct
 // not held by another claim; devices with mounts or device nodes (socket
 // slots, vfio) get a CDI spec.
 func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	start := time.Now()
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	errs := make([]error, 0, len(claims))
+	defer func() { d.opts.Metrics.handled(opPrepare, start, errs, d.preparedClaims()) }()
 	for _, c := range claims {
 		devs, err := d.prepare(ctx, c)
+		errs = append(errs, err)
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "Cannot prepare ResourceClaim", "claim", klog.KObj(c))
 			out[c.UID] = kubeletplugin.PrepareResult{Err: fmt.Errorf("ResourceClaim %s/%s: %w", c.Namespace, c.Name, err)}
@@ -394,9 +406,11 @@ func (d *Driver) stillHolds(ctx context.Context, h holder, pool, device string) 
 // devices are free again and its CDI spec is removed. Unknown claims are
 // not an error (the call is idempotent).
 func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	start := time.Now()
 	out := make(map[types.UID]error, len(claims))
+	errs := make([]error, 0, len(claims))
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer func() { d.opts.Metrics.handled(opUnprepare, start, errs, len(d.prepared)); d.mu.Unlock() }()
 	for _, c := range claims {
 		for _, h := range d.prepared[c.UID] {
 			if d.owner[h.pool+"/"+h.device].uid == c.UID {
@@ -405,6 +419,14 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 		}
 		delete(d.prepared, c.UID)
 		out[c.UID] = removeCDISpec(d.opts.CDIDir, d.opts.DriverName, c.UID)
+		errs = append(errs, out[c.UID])
 	}
 	return out, nil
+}
+
+// preparedClaims is the number of claims prepared and not unprepared.
+func (d *Driver) preparedClaims() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.prepared)
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,6 +40,7 @@ func driverIdentity(t *testing.T, srv *apiservertest.Server) *rest.Config {
 
 type running struct {
 	d       *Driver
+	m       *Metrics
 	admin   kubernetes.Interface
 	node    string
 	slotDir string
@@ -64,12 +66,16 @@ func startDriver(t *testing.T, node string) *running {
 		store: devinfo.Store{Root: filepath.Join(dir, "devinfo")}, cdiDir: filepath.Join(dir, "cdi"), done: make(chan error, 1)}
 	cfg := &config.Config{Pools: []config.Pool{{ResourceName: "example.com/vhost",
 		VhostUser: &config.VhostUserSlots{Dir: r.slotDir, Slots: 2, Mode: "client", SocketName: "vhost.sock", ContainerPath: "/var/run/vhu"}}}}
-	d, err := New(cfg, pool.Env{}, Options{NodeName: node, Client: kubernetes.NewForConfigOrDie(driverIdentity(t, srv)),
-		DevInfo: r.store, KubeletDir: filepath.Join(dir, "kubelet"), CDIDir: r.cdiDir})
+	m, err := NewMetrics(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.d = d
+	d, err := New(cfg, pool.Env{}, Options{NodeName: node, Client: kubernetes.NewForConfigOrDie(driverIdentity(t, srv)),
+		DevInfo: r.store, KubeletDir: filepath.Join(dir, "kubelet"), CDIDir: r.cdiDir, Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.d, r.m = d, m
 	runCtx, cancel := context.WithCancel(ctx)
 	r.cancel = cancel
 	go func() { r.done <- d.Run(runCtx) }()
