@@ -174,6 +174,7 @@ type ReconcileResult struct {
 	Checked       int // allocations looked at
 	ReleasedPod   int // released: their pod is gone
 	ReleasedClaim int // released: their IPAMClaim is gone
+	Failed        int // left: their owner could not be checked or their release failed (the error says which)
 }
 
 // Reconcile releases allocations whose holder is gone: attachment-owned
@@ -233,6 +234,7 @@ func (a *Allocator) Reconcile(ctx context.Context, opts ReconcileOptions) (Recon
 		res.Checked++
 		ok, err := exists(k)
 		if err != nil {
+			res.Failed++
 			errs = append(errs, err)
 			continue
 		}
@@ -241,6 +243,7 @@ func (a *Allocator) Reconcile(ctx context.Context, opts ReconcileOptions) (Recon
 		}
 		done, err := a.release(ctx, o.Name, o.UID)
 		if err != nil {
+			res.Failed++
 			errs = append(errs, err)
 		}
 		if !done {

@@ -2,6 +2,7 @@ package ipam
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -136,6 +137,24 @@ func TestReconcileGonePods(t *testing.T) {
 	if res, err := nodeA.Reconcile(ctx, ReconcileOptions{Owners: owners, MinAge: time.Hour}); err != nil || res.ReleasedPod != 0 {
 		t.Errorf("reconcile with MinAge: %+v, %v", res, err)
 	}
+	// An owner that cannot be checked is counted failed, never released.
+	e.syncWatchCache(pool)
+	res, err = nodeA.Reconcile(ctx, ReconcileOptions{Owners: unreachableOwners{}})
+	if err == nil || res.Checked == 0 || res.Failed != res.Checked || res.ReleasedPod != 0 {
+		t.Errorf("reconcile with unreachable owners: %+v, %v; want every checked allocation failed, none released", res, err)
+	}
+}
+
+// unreachableOwners cannot say whether any owner exists (an API server
+// that does not answer).
+type unreachableOwners struct{}
+
+func (unreachableOwners) PodExists(context.Context, string, string, string) (bool, error) {
+	return false, errors.New("pods: connection refused")
+}
+
+func (unreachableOwners) ClaimExists(context.Context, string, string, string) (bool, error) {
+	return false, errors.New("IPAMClaims: connection refused")
 }
 
 func mapsEqual(a, b map[string]int) bool {

@@ -34,7 +34,9 @@ type CleanupOptions struct {
 	// MinAge spares younger allocations (an ADD in flight). Default
 	// DefaultReconcileMinAge.
 	MinAge time.Duration
-	// Registerer, when set, gets multinet_ipam_released_total.
+	// Registerer, when set, gets the reconcile passes' metrics
+	// (CleanupMetricCollectors: multinet_ipam_reconcile_*,
+	// multinet_ipam_released_total).
 	Registerer prometheus.Registerer
 }
 
@@ -50,6 +52,14 @@ type CleanupOptions struct {
 func RunCleanup(ctx context.Context, opts CleanupOptions) error {
 	if opts.Config == nil {
 		return errors.New("multinet-ipam-cleanup: no API client configuration")
+	}
+	m := newMetrics(nil)
+	if opts.Registerer != nil {
+		for _, c := range m.reconcileCollectors() {
+			if err := opts.Registerer.Register(c); err != nil {
+				return fmt.Errorf("multinet-ipam-cleanup: metrics: %w", err)
+			}
+		}
 	}
 	ipc, err := ipamclient.NewForConfig(opts.Config)
 	if err != nil {
@@ -81,7 +91,7 @@ func RunCleanup(ctx context.Context, opts CleanupOptions) error {
 	}
 	r := newCleanupReconciler(ipc, cc, kc, mc, claimlisters.NewIPAMClaimLister(claimInf.GetIndexer()))
 	klog.FromContext(ctx).Info("releasing the allocations of gone holders on every node", "interval", opts.Interval, "minAge", opts.MinAge)
-	r.loop(ctx, opts.Interval, opts.MinAge, newMetrics(opts.Registerer))
+	r.loop(ctx, opts.Interval, opts.MinAge, m)
 	return nil
 }
 

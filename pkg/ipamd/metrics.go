@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/multinet/multinet/pkg/cniserver/api"
+	"github.com/multinet/multinet/pkg/ipam"
 )
 
 // metrics are multinet-ipam's Prometheus metrics (registered when a
@@ -19,6 +20,11 @@ type metrics struct {
 	duration  *prometheus.HistogramVec
 	conflicts prometheus.Counter
 	released  *prometheus.CounterVec
+	// The reconcile passes (multinetd's over its node, multinet-ipam-cleanup's over every node).
+	passes      *prometheus.CounterVec // result
+	checked     prometheus.Counter
+	failed      prometheus.Counter
+	lastSuccess prometheus.Gauge
 }
 
 func newMetrics(r prometheus.Registerer) *metrics {
@@ -40,6 +46,27 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			Name: "multinet_ipam_released_total",
 			Help: "Addresses released outside CNI DEL, by reason (claim-deleted, pod-gone, claim-gone).",
 		}, []string{"reason"}),
+		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "multinet_ipam_reconcile_passes_total",
+			Help: "Reconcile passes over IPAllocations (multinetd: its node's; multinet-ipam-cleanup: every node's), by result (ok; error: a list failed, or an allocation could not be checked or released).",
+		}, []string{"result"}),
+		checked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "multinet_ipam_reconcile_checked_total",
+			Help: "IPAllocations a reconcile pass examined (whether their pod or IPAMClaim still exists).",
+		}),
+		failed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "multinet_ipam_reconcile_failed_total",
+			Help: "IPAllocations a reconcile pass left because their owner could not be checked or their release failed (retried next pass).",
+		}),
+		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "multinet_ipam_reconcile_last_success_timestamp_seconds",
+			Help: "Unix time the last reconcile pass without an error ended (0: none since the process started).",
+		}),
+	}
+	m.passes.WithLabelValues("ok")
+	m.passes.WithLabelValues("error")
+	for _, reason := range []string{"pod-gone", "claim-gone", "claim-deleted"} {
+		m.released.WithLabelValues(reason)
 	}
 	if r != nil {
 		r.MustRegister(m.collectors()...)
@@ -48,14 +75,41 @@ func newMetrics(r prometheus.Registerer) *metrics {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.ops, m.duration, m.conflicts, m.released}
+	return append([]prometheus.Collector{m.ops, m.duration, m.conflicts}, m.reconcileCollectors()...)
 }
 
+// reconcileCollectors are the reconcile passes' collectors, all that
+// multinet-ipam-cleanup serves.
+func (m *metrics) reconcileCollectors() []prometheus.Collector {
+	return []prometheus.Collector{m.released, m.passes, m.checked, m.failed, m.lastSuccess}
+}
+
+// CleanupMetricCollectors returns new, unregistered collectors of the
+// metrics multinet-ipam-cleanup serves (RunCleanup's
+// CleanupOptions.Registerer): multinet_ipam_reconcile_* and
+// multinet_ipam_released_total. They describe the metric names for tools
+// that check dashboards and alert rules against them (deploy/observability).
+func CleanupMetricCollectors() []prometheus.Collector { return newMetrics(nil).reconcileCollectors() }
+
 // MetricCollectors returns new, unregistered collectors of the multinet_ipam_*
-// metrics that Options.Registerer and CleanupOptions.Registerer get. They
+// metrics that Options.Registerer gets (multinetd). They
 // describe the metric names for tools that check dashboards and alert rules
 // against them (deploy/observability).
 func MetricCollectors() []prometheus.Collector { return newMetrics(nil).collectors() }
+
+// reconciled records a reconcile pass that ended at end.
+func (m *metrics) reconciled(res ipam.ReconcileResult, err error, end time.Time) {
+	m.released.WithLabelValues("pod-gone").Add(float64(res.ReleasedPod))
+	m.released.WithLabelValues("claim-gone").Add(float64(res.ReleasedClaim))
+	m.checked.Add(float64(res.Checked))
+	m.failed.Add(float64(res.Failed))
+	if err != nil {
+		m.passes.WithLabelValues("error").Inc()
+		return
+	}
+	m.passes.WithLabelValues("ok").Inc()
+	m.lastSuccess.Set(float64(end.UnixNano()) / 1e9)
+}
 
 // observed counts a Handler's operations.
 type observed struct {

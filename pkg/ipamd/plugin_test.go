@@ -19,6 +19,8 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/version"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -26,6 +28,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	claimv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1alpha1"
 	"github.com/multinet/multinet/internal/apiservertest"
@@ -451,10 +454,49 @@ func TestServiceReconcile(t *testing.T) {
 	cleanup := newCleanupReconciler(versioned.NewForConfigOrDie(cleanupCfg).IPAMV1alpha1(), versioned.NewForConfigOrDie(cleanupCfg).K8sCniCncfIoV1alpha1(),
 		corev1client.NewForConfigOrDie(cleanupCfg), metadata.NewForConfigOrDie(cleanupCfg),
 		claimlisters.NewIPAMClaimLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})))
-	untilReleased("multinet-ipam-cleanup", func(ctx context.Context) (ipam.ReconcileResult, error) { return cleanup.once(ctx, 0) })
+	m := newMetrics(prometheus.NewRegistry())
+	untilReleased("multinet-ipam-cleanup", func(ctx context.Context) (ipam.ReconcileResult, error) {
+		return cleanup.pass(ctx, 0, m, klog.Background())
+	})
 	if objs := poolObjects(t, cs, "reconcile-net"); len(objs) != 1 || !strings.HasSuffix(objs[0], "@node-a") {
 		t.Errorf("left %v, want the live pod's", objs)
 	}
+	checkCleanupMetrics(t, cleanup, m)
+}
+
+// checkCleanupMetrics checks what multinet-ipam-cleanup's passes counted
+// (one gone pod's allocation released, nothing failed, a success time),
+// then that a failing pass (its context ended) counts an error and leaves
+// the last success alone.
+func checkCleanupMetrics(t *testing.T, cleanup *reconciler, m *metrics) {
+	t.Helper()
+	last := metricValue(t, m.lastSuccess)
+	if ok, rel, checked, failed := metricValue(t, m.passes.WithLabelValues("ok")), metricValue(t, m.released.WithLabelValues("pod-gone")),
+		metricValue(t, m.checked), metricValue(t, m.failed); ok < 1 || rel != 1 || checked < 2 || failed != 0 || last < float64(time.Now().Add(-time.Hour).Unix()) {
+		t.Errorf("after the cleanup's passes: ok %v released %v checked %v failed %v last success %v; want >= 1, 1, >= 2, 0, now",
+			ok, rel, checked, failed, last)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := cleanup.pass(ctx, 0, m, klog.Background()); err == nil {
+		t.Fatal("a pass with an ended context succeeded")
+	}
+	if e, l := metricValue(t, m.passes.WithLabelValues("error")), metricValue(t, m.lastSuccess); e != 1 || l != last {
+		t.Errorf("after a failed pass: errors %v last success %v; want 1, %v", e, l, last)
+	}
+}
+
+// metricValue is a counter's or gauge's value.
+func metricValue(t *testing.T, c prometheus.Metric) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Counter != nil {
+		return m.Counter.GetValue()
+	}
+	return m.Gauge.GetValue()
 }
 
 // The plugin binary through libcni, with multinetd's pool rules: the

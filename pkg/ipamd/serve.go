@@ -272,18 +272,23 @@ func (r *reconciler) loop(ctx context.Context, every, minAge time.Duration, m *m
 			return
 		case <-time.After(d):
 		}
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-		res, err := r.once(pctx, minAge)
-		cancel()
-		m.released.WithLabelValues("pod-gone").Add(float64(res.ReleasedPod))
-		m.released.WithLabelValues("claim-gone").Add(float64(res.ReleasedClaim))
-		if err != nil {
-			log.Error(err, "reconcile pass (retried next time)")
-		}
-		if res.ReleasedPod+res.ReleasedClaim > 0 {
-			log.Info("released the addresses of gone holders", "node", r.alloc.Node, "pods", res.ReleasedPod, "claims", res.ReleasedClaim, "checked", res.Checked)
-		}
+		_, _ = r.pass(ctx, minAge, m, log)
 	}
+}
+
+// pass is one pass of loop within 5 minutes, counted in m and logged.
+func (r *reconciler) pass(ctx context.Context, minAge time.Duration, m *metrics, log klog.Logger) (ipam.ReconcileResult, error) {
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	res, err := r.once(pctx, minAge)
+	cancel()
+	m.reconciled(res, err, time.Now())
+	if err != nil {
+		log.Error(err, "reconcile pass (retried next time)", "failed", res.Failed)
+	}
+	if res.ReleasedPod+res.ReleasedClaim > 0 {
+		log.Info("released the addresses of gone holders", "node", r.alloc.Node, "pods", res.ReleasedPod, "claims", res.ReleasedClaim, "checked", res.Checked)
+	}
+	return res, err
 }
 
 // reconcileOnce is one pass of the service's reconciler (tests).
