@@ -110,6 +110,13 @@ func (n clusterNode) inNetns(f func() error) error {
 	if n.isHost() {
 		return f()
 	}
+	return withNetns(func() (netns.NsHandle, error) { return netns.GetFromPid(n.Holder) }, "node "+n.Name, f)
+}
+
+// withNetns runs f on a thread in the network namespace get returns (what
+// names it, for errors), and returns that thread to this process's
+// namespace before unlocking it.
+func withNetns(get func() (netns.NsHandle, error), what string, f func() error) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	orig, err := netns.Get()
@@ -117,13 +124,13 @@ func (n clusterNode) inNetns(f func() error) error {
 		return fmt.Errorf("this thread's network namespace: %w", err)
 	}
 	defer orig.Close()
-	ns, err := netns.GetFromPid(n.Holder)
+	ns, err := get()
 	if err != nil {
-		return fmt.Errorf("node %s: network namespace of holder %d: %w", n.Name, n.Holder, err)
+		return fmt.Errorf("%s: its network namespace: %w", what, err)
 	}
 	defer ns.Close()
 	if err := netns.Set(ns); err != nil {
-		return fmt.Errorf("node %s: enter its network namespace: %w", n.Name, err)
+		return fmt.Errorf("%s: enter its network namespace: %w", what, err)
 	}
 	// Back before the thread is unlocked (a thread left in another
 	// namespace would run other goroutines there).
