@@ -25,6 +25,7 @@ import (
 
 	mnpv1beta1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1beta1"
 	mnpv1beta2 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1beta2"
+	"github.com/multinet/multinet/internal/node/nftpolicy"
 )
 
 // The scenarios of multi-networkpolicy-iptables's e2e suite
@@ -381,10 +382,6 @@ func runMNPCheck(from, to *mnpRunning, c mnpCheck) error {
 	}
 }
 
-// policyTable is multinetd's nftables table (family inet) in a pod's
-// network namespace (internal/node/nftpolicy.TableName).
-const policyTable = "multinet"
-
 // hasPolicyTable reports whether the pod's network namespace holds
 // multinetd's table.
 func (p *mnpRunning) hasPolicyTable() (bool, error) {
@@ -402,7 +399,7 @@ func (p *mnpRunning) hasPolicyTable() (bool, error) {
 		return false, fmt.Errorf("pod %s: list nftables tables: %w", p.pod.Name, err)
 	}
 	for _, tb := range tables {
-		if tb.Name == policyTable {
+		if tb.Name == nftpolicy.TableName {
 			return true, nil
 		}
 	}
@@ -423,7 +420,7 @@ func waitPolicyTables(t *testing.T, pods map[string]*mnpRunning, selected []stri
 				return false, err
 			}
 			if want := slices.Contains(selected, name); has != want {
-				wrong = append(wrong, fmt.Sprintf("%s has table inet %s: %v, want %v", name, policyTable, has, want))
+				wrong = append(wrong, fmt.Sprintf("%s has table inet %s: %v, want %v", name, nftpolicy.TableName, has, want))
 			}
 		}
 		return len(wrong) == 0, nil
