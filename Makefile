@@ -37,16 +37,16 @@ test: ## verify, test-unit, test-multinode (the whole e2e suite on a 3-node clus
 	hack/test.sh
 
 .PHONY: skips
-skips: ## the tests that may skip under CI=true, with why (internal/testskip/allowed.txt); any other skip fails there
-	@echo "== tests that may skip under CI=true (internal/testskip/allowed.txt); any other skip fails its test"
-	@grep -vE '^[[:space:]]*(#|$$)' internal/testskip/allowed.txt | sed 's/^/  /'
+skips: ## the tests that may skip under CI=true, with why (internal/testing/testskip/allowed.txt); any other skip fails there
+	@echo "== tests that may skip under CI=true (internal/testing/testskip/allowed.txt); any other skip fails its test"
+	@grep -vE '^[[:space:]]*(#|$$)' internal/testing/testskip/allowed.txt | sed 's/^/  /'
 
 .PHONY: packages
 packages: ## install the Debian packages the tests and the cluster need when any is missing (hack/lib/cluster.sh ensure_packages)
 	@mkdir -p $(OUT) && bash -c '. hack/lib/cluster.sh && ensure_packages'
 
 .PHONY: apiserver
-apiserver: ## build the kube-apiserver the package tests run (internal/apiservertest) when it is missing (hack/lib/cluster.sh ensure_k8s_binaries, cached under ~/.cache/multinet/k8s)
+apiserver: ## build the kube-apiserver the package tests run (internal/testing/apiservertest) when it is missing (hack/lib/cluster.sh ensure_k8s_binaries, cached under ~/.cache/multinet/k8s)
 	@mkdir -p $(OUT) && bash -c '. hack/lib/cluster.sh && K8S_COMMANDS=(kube-apiserver) && ensure_k8s_binaries'
 
 .PHONY: test-unit

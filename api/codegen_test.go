@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/multinet/multinet/internal/testskip"
+	"github.com/multinet/multinet/internal/testing/testskip"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 )

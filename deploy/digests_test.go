@@ -9,7 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/multinet/multinet/internal/manifests"
+	"github.com/multinet/multinet/internal/render/manifests"
 )
 
 // TestDefaultOverlayPinsDigests: given a digest per image (make manifests

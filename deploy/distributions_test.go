@@ -12,7 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 
-	"github.com/multinet/multinet/pkg/daemon"
+	"github.com/multinet/multinet/internal/node/daemon"
 )
 
 // distribution is an overlay of deploy/overlays for one Kubernetes

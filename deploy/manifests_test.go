@@ -23,10 +23,10 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
-	"github.com/multinet/multinet/pkg/daemon"
-	dpconfig "github.com/multinet/multinet/pkg/deviceplugin/config"
-	"github.com/multinet/multinet/pkg/podnetworks"
-	"github.com/multinet/multinet/pkg/webhook/registration"
+	dpconfig "github.com/multinet/multinet/internal/devices/deviceplugin/config"
+	"github.com/multinet/multinet/internal/node/daemon"
+	"github.com/multinet/multinet/internal/webhook/registration"
+	"github.com/multinet/multinet/pkg/spec/podnetworks"
 )
 
 var update = flag.Bool("update", false, "rewrite deploy/base/webhook-configurations.yaml from registration.Render")

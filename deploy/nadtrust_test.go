@@ -9,8 +9,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/multinet/multinet/pkg/daemon"
-	"github.com/multinet/multinet/pkg/podnetworks"
+	"github.com/multinet/multinet/internal/node/daemon"
+	"github.com/multinet/multinet/pkg/spec/podnetworks"
 )
 
 // TestNADTrustShipped: every overlay ships the NAD trust policy

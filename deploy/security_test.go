@@ -99,7 +99,7 @@ func TestWebhookCertSecretShipped(t *testing.T) {
 // with Deny, matches that ServiceAccount's requests on both kinds of
 // webhook configuration, and compares every field of a v1 webhook but
 // clientConfig.caBundle: a field k8s.io/api adds fails this test until the
-// policy compares it too. (pkg/webhook/registration
+// policy compares it too. (internal/webhook/registration
 // TestWebhookPolicyAgainstAPIServer runs it on a real API server.)
 func TestWebhookPolicyShipped(t *testing.T) {
 	eachOverlay(t, func(t *testing.T, dir string, o objects) {

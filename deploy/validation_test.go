@@ -7,7 +7,7 @@ import (
 
 	admv1 "k8s.io/api/admissionregistration/v1"
 
-	"github.com/multinet/multinet/pkg/webhook/registration"
+	"github.com/multinet/multinet/internal/webhook/registration"
 )
 
 // TestWebhooksValidateCreateAndUpdate: as installed, the

@@ -40,7 +40,7 @@ DEVICES_ENV=$MULTINET_DIR/devices.env
 DEVICES_RECORD=$MULTINET_DIR/devices.record # host dirs this script created
 DP_CONFIG=$MULTINET_DIR/deviceplugin.yaml
 VHOST_DIR=$MULTINET_DIR/vhost
-DEVINFO_ROOT=/var/run/k8s.cni.cncf.io/devinfo # pkg/devinfo.DefaultRoot, shared with multinetd
+DEVINFO_ROOT=/var/run/k8s.cni.cncf.io/devinfo # pkg/spec/devinfo.DefaultRoot, shared with multinetd
 
 # Pools. The netdev devices are veth pairs (this kernel has no dummy links):
 # mnvN is the pool's device, its peer mnvNp stays in the host so that mnvN is

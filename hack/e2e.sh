@@ -59,7 +59,7 @@ if ((rc != 0)); then
 fi
 
 # What this cluster cannot run is left out by name rather than skipped (a
-# skip fails under CI=true, internal/testskip): the multi-node tests on a
+# skip fails under CI=true, internal/testing/testskip): the multi-node tests on a
 # cluster of fewer than 3 nodes, the IPAM benchmark unless asked for.
 not_here=()
 ((${NODES:-1} >= 3)) || not_here+=('TestMultiNode')

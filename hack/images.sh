@@ -68,7 +68,7 @@ t0=$SECONDS
 # (reflect method lookups) keep every exported method of every type alive:
 # 12 MB less in multinetd (docs/bench.md "Binary size").
 CGO_ENABLED=0 GOOS=linux GOARCH=$GOARCH go build -trimpath -tags grpcnotrace \
-  -ldflags "-s -w -X main.version=$TAG -X github.com/multinet/multinet/internal/version.Version=$TAG" -o "$BIN/" \
+  -ldflags "-s -w -X main.version=$TAG -X github.com/multinet/multinet/internal/process/version.Version=$TAG" -o "$BIN/" \
   ./cmd/multinetd ./cmd/multinet-delegate-launcher ./cmd/multinet-shim ./cmd/multinet-netdev ./cmd/multinet-ipam ./cmd/multinet-install \
   ./cmd/multinet-webhook ./cmd/multinet-ipam-cleanup ./cmd/multinet-deviceplugin ./cmd/multinet-dra-driver
 log "binaries built in $((SECONDS - t0))s"

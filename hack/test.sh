@@ -13,7 +13,7 @@
 # cluster is still brought up and used by chaos-short and make demo.
 #
 # Before the first stage it prints the tests that may skip under CI=true
-# (internal/testskip/allowed.txt): every other skip fails its test there.
+# (internal/testing/testskip/allowed.txt): every other skip fails its test there.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 

@@ -10,7 +10,10 @@
 #      byte in it), pictures (.png, .jpg, .gif, .webp) of the docs aside;
 #      builds go to _output/ and the root's /multinet-* are ignored;
 #   4. README.md's Architecture section does not name a package of pkg/ or
-#      internal/ (as `pkg/<name>`): every package belongs to a group there;
+#      internal/ (as `internal/node/attach`), nor a package it lies in (a
+#      package's own subpackages go with it): every package belongs to a
+#      group there, and pkg/ and internal/ hold component folders, not a
+#      flat list;
 #   5. the product module lists a module only the developer tools need:
 #      hack/tools must be a module of its own, the product's go.mod must have
 #      no tool directive, every module it requires must be needed by the
@@ -43,8 +46,18 @@ binaries=$(comm -23 <(git ls-files | sort) <(git grep -I -l -e '' -- . | sort) |
 [[ -z $binaries ]] || fail "tracked binaries (build into _output/; git rm --cached them):" "$binaries"
 
 architecture=$(sed -n '/^## Architecture/,/^## [^A]/p' README.md)
-unnamed=$(git ls-files -- 'pkg/*.go' 'internal/*.go' | cut -d/ -f1-2 | sort -u |
-  while IFS= read -r pkg; do grep -qF "\`$pkg\`" <<<"$architecture" || echo "$pkg"; done)
+named() { # named DIR: README names DIR, a package DIR lies in, or pkg/client (generated)
+  local d=$1
+  while [[ $d == */* ]]; do
+    if [[ $d == "$1" || $d == pkg/client ]] || compgen -G "$d/*.go" >/dev/null; then
+      grep -qF "\`$d\`" <<<"$architecture" && return 0
+    fi
+    d=${d%/*}
+  done
+  return 1
+}
+unnamed=$(git ls-files -- 'pkg/*.go' 'internal/*.go' | grep -v '/testdata/' | xargs -r dirname | sort -u |
+  while IFS= read -r pkg; do named "$pkg" || echo "$pkg"; done)
 [[ -z $unnamed ]] || fail "packages README.md's Architecture section does not name (add each to its group's line):" "$unnamed"
 
 if [[ $(go -C hack/tools list -m 2>/dev/null) != */hack/tools ]]; then

@@ -36,13 +36,13 @@ if [[ -n $unformatted ]]; then
   exit 1
 fi
 
-# A skip passes silently: tests skip through internal/testskip, which fails an
+# A skip passes silently: tests skip through internal/testing/testskip, which fails an
 # unlisted skip under CI=true (benchmarks, b.Skip, are no verdict and may skip).
-echo "== no direct t.Skip (internal/testskip)"
+echo "== no direct t.Skip (internal/testing/testskip)"
 direct=$(grep -rnE '\b[a-z]+\.(Skip|Skipf|SkipNow)\(' --include='*.go' . |
-  grep -v -e '^./_output/' -e '^./internal/testskip/' -e 'testskip\.Skip(' -e ':[[:space:]]*//' | grep -vE '\bb\.Skip' || true)
+  grep -v -e '^./_output/' -e '^./internal/testing/testskip/' -e 'testskip\.Skip(' -e ':[[:space:]]*//' | grep -vE '\bb\.Skip' || true)
 if [[ -n $direct ]]; then
-  echo "skip through testskip.Skip (internal/testskip), not directly:" >&2
+  echo "skip through testskip.Skip (internal/testing/testskip), not directly:" >&2
   echo "$direct" >&2
   exit 1
 fi

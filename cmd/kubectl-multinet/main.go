@@ -8,7 +8,7 @@ package main
 import (
 	"os"
 
-	"github.com/multinet/multinet/pkg/cli"
+	"github.com/multinet/multinet/internal/cli"
 )
 
 func main() {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/multinet/multinet/pkg/lint"
+	"github.com/multinet/multinet/internal/cli/lint"
 )
 
 // buildBinary builds kubectl-multinet into a temporary directory.

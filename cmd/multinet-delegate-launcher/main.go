@@ -13,7 +13,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/multinet/multinet/pkg/nodeexec"
+	"github.com/multinet/multinet/internal/node/nodeexec"
 )
 
 func main() {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/multinet/multinet/pkg/nodeexec"
+	"github.com/multinet/multinet/internal/node/nodeexec"
 )
 
 // TestServesDelegates: multinetd's launcher, run from this small binary,

@@ -18,12 +18,12 @@ import (
 	"k8s.io/klog/v2"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
+	"github.com/multinet/multinet/internal/devices/deviceplugin"
+	"github.com/multinet/multinet/internal/devices/deviceplugin/config"
+	"github.com/multinet/multinet/internal/devices/deviceplugin/pool"
 	"github.com/multinet/multinet/internal/process/metricsserver"
-	"github.com/multinet/multinet/internal/version"
-	"github.com/multinet/multinet/pkg/deviceplugin"
-	"github.com/multinet/multinet/pkg/deviceplugin/config"
-	"github.com/multinet/multinet/pkg/deviceplugin/pool"
-	"github.com/multinet/multinet/pkg/devinfo"
+	"github.com/multinet/multinet/internal/process/version"
+	"github.com/multinet/multinet/pkg/spec/devinfo"
 )
 
 func main() {

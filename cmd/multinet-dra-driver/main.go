@@ -20,12 +20,12 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/multinet/multinet/internal/devices/deviceplugin/config"
+	"github.com/multinet/multinet/internal/devices/deviceplugin/pool"
+	"github.com/multinet/multinet/internal/devices/dra"
 	"github.com/multinet/multinet/internal/process/metricsserver"
-	"github.com/multinet/multinet/internal/version"
-	"github.com/multinet/multinet/pkg/deviceplugin/config"
-	"github.com/multinet/multinet/pkg/deviceplugin/pool"
-	"github.com/multinet/multinet/pkg/devinfo"
-	"github.com/multinet/multinet/pkg/dra"
+	"github.com/multinet/multinet/internal/process/version"
+	"github.com/multinet/multinet/pkg/spec/devinfo"
 )
 
 // options are the command's flags.

@@ -13,11 +13,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/multinet/multinet/internal/atomicfile"
+	"github.com/multinet/multinet/internal/process/atomicfile"
 )
 
 // installFile copies src to dst so that dst is at every moment either the
-// old file or the complete new one (internal/atomicfile): the bytes go to a
+// old file or the complete new one (internal/process/atomicfile): the bytes go to a
 // temporary file in dst's directory, which is synced and then renamed over
 // dst. A running dst (the runtime executing multinet-shim) keeps its inode;
 // nothing ever writes into it, so there is no "text file busy". When dst

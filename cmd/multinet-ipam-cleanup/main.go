@@ -1,6 +1,6 @@
 // Command multinet-ipam-cleanup releases the multinet-ipam IPAllocations
 // of every node whose holder is gone: the pods of a dead node, pods deleted
-// without a CNI DEL, deleted IPAMClaims (pkg/ipamd RunCleanup). Each node's
+// without a CNI DEL, deleted IPAMClaims (internal/ipam/ipamd RunCleanup). Each node's
 // multinetd releases only its own node's allocations (the node-scoped
 // authority policies, docs/security.md); this is the one component allowed
 // to cross nodes, with a ServiceAccount of its own
@@ -17,9 +17,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/multinet/multinet/internal/ipam/ipamd"
 	"github.com/multinet/multinet/internal/process/metricsserver"
-	"github.com/multinet/multinet/internal/version"
-	"github.com/multinet/multinet/pkg/ipamd"
+	"github.com/multinet/multinet/internal/process/version"
 )
 
 // DefaultMetricsAddress is where /metrics is served unless

@@ -3,10 +3,10 @@
 // node's delegate plugins (macvlan, ipvlan, bridge, ...) run it as their
 // IPAM plugin; it forwards each ADD, DEL, CHECK, GC and STATUS with the
 // CNI_* environment and the stdin configuration to multinetd over a unix
-// socket (pkg/cniserver/api; the node's: MULTINET_IPAM_SOCKET, set by
+// socket (internal/node/cniserver/api; the node's: MULTINET_IPAM_SOCKET, set by
 // multinetd, default /run/multinet/ipam.sock; a configuration's
 // "ipam.socketPath" is refused), which allocates in the Kubernetes API with its
-// own ServiceAccount (pkg/ipamd, pkg/ipam). The plugin holds no
+// own ServiceAccount (internal/ipam/ipamd, internal/ipam). The plugin holds no
 // credentials. VERSION is answered locally.
 package main
 

@@ -11,7 +11,7 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 
-	"github.com/multinet/multinet/pkg/cniserver/api"
+	"github.com/multinet/multinet/internal/node/cniserver/api"
 )
 
 // Defaults of the keys the plugin reads.
@@ -22,8 +22,8 @@ const (
 )
 
 // ipamSocketPathRefused is the refusal of "ipam.socketPath", the same as
-// pkg/ipam.SocketPathRefused (multinetd's side; this binary does not link
-// pkg/ipam and its Kubernetes client).
+// internal/ipam.SocketPathRefused (multinetd's side; this binary does not link
+// internal/ipam and its Kubernetes client).
 const ipamSocketPathRefused = "not accepted from a network configuration: multinet-ipam's socket is node configuration (multinetd's ipamSocketPath, handed to the plugin in " + api.IPAMSocketEnv + "); remove the key"
 
 // netConf holds the keys of the network configuration the plugin itself

@@ -11,7 +11,7 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 
-	"github.com/multinet/multinet/pkg/cniserver/api"
+	"github.com/multinet/multinet/internal/node/cniserver/api"
 )
 
 func TestLoadConfig(t *testing.T) {

@@ -1,7 +1,7 @@
 // Command multinet-netdev is the CNI plugin of multinet's netdev device pool:
 // it moves the host interface named by runtimeConfig "deviceID" into the pod
 // under CNI_IFNAME, runs IPAM, and moves it back on DEL. See
-// docs/multinet-netdev.md; the logic is in pkg/netdevplugin.
+// docs/multinet-netdev.md; the logic is in internal/devices/netdevplugin.
 package main
 
 import (
@@ -9,7 +9,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/skel"
 
-	"github.com/multinet/multinet/pkg/netdevplugin"
+	"github.com/multinet/multinet/internal/devices/netdevplugin"
 )
 
 func init() {

@@ -15,7 +15,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
 
-	"github.com/multinet/multinet/internal/cnitest"
+	"github.com/multinet/multinet/internal/testing/cnitest"
 )
 
 func TestMain(m *testing.M) {

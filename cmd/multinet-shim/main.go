@@ -1,10 +1,10 @@
 // Command multinet-shim is the CNI plugin the container runtime executes for
 // multinet ("type": "multinet-shim" in the CNI network configuration). It
 // forwards the CNI_* environment and the stdin configuration to multinetd
-// over a unix socket (pkg/cniserver/api), prints the daemon's result or
+// over a unix socket (internal/node/cniserver/api), prints the daemon's result or
 // returns its CNI error, and exits. VERSION is answered locally.
 //
-// It imports only pkg/cniserver/api and the CNI library, to stay small and
+// It imports only internal/node/cniserver/api and the CNI library, to stay small and
 // quick to start: it runs once per pod sandbox operation.
 package main
 

@@ -12,7 +12,7 @@ import (
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
 
-	"github.com/multinet/multinet/pkg/cniserver/api"
+	"github.com/multinet/multinet/internal/node/cniserver/api"
 )
 
 // defaultTimeout bounds one forwarded operation unless the configuration sets

@@ -18,9 +18,9 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
-	"github.com/multinet/multinet/internal/cnitest"
-	"github.com/multinet/multinet/pkg/cniserver"
-	"github.com/multinet/multinet/pkg/cniserver/api"
+	"github.com/multinet/multinet/internal/node/cniserver"
+	"github.com/multinet/multinet/internal/node/cniserver/api"
+	"github.com/multinet/multinet/internal/testing/cnitest"
 )
 
 // shimBin is the multinet-shim binary built by TestMain, exec'd as the

@@ -22,13 +22,13 @@ import (
 	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
-	"github.com/multinet/multinet/internal/version"
-	"github.com/multinet/multinet/pkg/podnetworks"
-	"github.com/multinet/multinet/pkg/selection"
-	"github.com/multinet/multinet/pkg/webhook"
-	"github.com/multinet/multinet/pkg/webhook/certs"
-	"github.com/multinet/multinet/pkg/webhook/registration"
-	"github.com/multinet/multinet/pkg/webhook/server"
+	"github.com/multinet/multinet/internal/process/version"
+	"github.com/multinet/multinet/internal/webhook"
+	"github.com/multinet/multinet/internal/webhook/certs"
+	"github.com/multinet/multinet/internal/webhook/registration"
+	"github.com/multinet/multinet/internal/webhook/server"
+	"github.com/multinet/multinet/pkg/spec/podnetworks"
+	"github.com/multinet/multinet/pkg/spec/selection"
 )
 
 func main() {

@@ -17,10 +17,10 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/multinet/multinet/internal/version"
-	"github.com/multinet/multinet/pkg/criruntime"
-	"github.com/multinet/multinet/pkg/daemon"
-	"github.com/multinet/multinet/pkg/nodeexec"
+	"github.com/multinet/multinet/internal/node/criruntime"
+	"github.com/multinet/multinet/internal/node/daemon"
+	"github.com/multinet/multinet/internal/node/nodeexec"
+	"github.com/multinet/multinet/internal/process/version"
 )
 
 func main() {

@@ -18,8 +18,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/multinet/multinet/internal/apiservertest"
-	"github.com/multinet/multinet/internal/testskip"
+	"github.com/multinet/multinet/internal/testing/apiservertest"
+	"github.com/multinet/multinet/internal/testing/testskip"
 )
 
 // monitoringAPI is the Prometheus Operator's API package whose types

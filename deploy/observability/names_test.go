@@ -11,9 +11,9 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/multinet/multinet/pkg/daemon"
-	"github.com/multinet/multinet/pkg/webhook/certs"
-	"github.com/multinet/multinet/pkg/webhook/server"
+	"github.com/multinet/multinet/internal/node/daemon"
+	"github.com/multinet/multinet/internal/webhook/certs"
+	"github.com/multinet/multinet/internal/webhook/server"
 )
 
 // family is a metric family a component registers: whether it is a

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/multinet/multinet/pkg/nodeexec"
+	"github.com/multinet/multinet/internal/node/nodeexec"
 )
 
 // TestNodeLayoutsSetting: NODE_LAYOUTS defaults to plain, k3s, NixOS on a
@@ -74,7 +74,7 @@ func TestNodeLayoutContainerdConfig(t *testing.T) {
 // TestNodeLayoutFiles lays out a bin dir (two reference plugins, one of
 // multinet's) as each layout has it, mounts it as the node's binds do (a
 // directory tree standing for the node's root) and finds each plugin there
-// with pkg/nodeexec, as multinetd does: k3s's current is an absolute link
+// with internal/node/nodeexec, as multinetd does: k3s's current is an absolute link
 // to the release dir, its reference plugins relative links to the
 // dispatcher (which runs them from the release's bin/.multicall), multinet's
 // plugin a regular file; NixOS's reference plugins absolute links into the

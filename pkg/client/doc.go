@@ -25,9 +25,9 @@
 //
 // multinetd takes the typed group clients (clientset/.../typed/<group>/
 // <version>.NewForConfig) and builds its informers from them
-// (pkg/kube.NewInformer): the clientsets' Discovery() and the informer
+// (internal/node/kube.NewInformer): the clientsets' Discovery() and the informer
 // factory, which takes a whole clientset, link k8s.io/client-go/discovery
-// and with it every Kubernetes API group (internal/depgraph).
+// and with it every Kubernetes API group (internal/checks/depgraph).
 //
 // The clients speak JSON (CRDs have no protobuf): client-go's default when
 // the rest.Config sets no content type. Give every call a context with a

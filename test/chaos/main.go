@@ -49,11 +49,11 @@ import (
 	"k8s.io/utils/ptr"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
-	"github.com/multinet/multinet/internal/clusterenv"
+	"github.com/multinet/multinet/internal/node/state"
+	"github.com/multinet/multinet/internal/testing/clusterenv"
 	"github.com/multinet/multinet/pkg/client/clientset/versioned"
-	"github.com/multinet/multinet/pkg/podnetworks"
-	"github.com/multinet/multinet/pkg/state"
-	"github.com/multinet/multinet/pkg/status"
+	"github.com/multinet/multinet/pkg/spec/podnetworks"
+	"github.com/multinet/multinet/pkg/spec/status"
 )
 
 // options are the command's flags.

@@ -14,8 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
-	"github.com/multinet/multinet/pkg/selection"
-	"github.com/multinet/multinet/pkg/status"
+	"github.com/multinet/multinet/pkg/spec/selection"
+	"github.com/multinet/multinet/pkg/spec/status"
 )
 
 // fault is one injected fault of a round as it went: done is false when it

@@ -22,8 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
-	"github.com/multinet/multinet/pkg/state"
-	"github.com/multinet/multinet/pkg/status"
+	"github.com/multinet/multinet/internal/node/state"
+	"github.com/multinet/multinet/pkg/spec/status"
 )
 
 // testNet is a bridge network a test creates: a NAD, a Linux bridge (made by

@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/multinet/multinet/pkg/state"
+	"github.com/multinet/multinet/internal/node/state"
 )
 
 // TestExtraNetworkCounts: pods with 0, 1, 3 and 8 extra networks come up

@@ -25,9 +25,9 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/multinet/multinet/internal/clusterenv"
-	"github.com/multinet/multinet/internal/testskip"
-	"github.com/multinet/multinet/pkg/status"
+	"github.com/multinet/multinet/internal/testing/clusterenv"
+	"github.com/multinet/multinet/internal/testing/testskip"
+	"github.com/multinet/multinet/pkg/spec/status"
 )
 
 // The device half of the local cluster comes from hack/cluster-devices.sh:

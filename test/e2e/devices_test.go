@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
-	"github.com/multinet/multinet/pkg/devinfo"
+	"github.com/multinet/multinet/pkg/spec/devinfo"
 )
 
 // The flow of the device plugin half on the real cluster: the webhook

@@ -20,8 +20,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 
-	"github.com/multinet/multinet/internal/testskip"
-	"github.com/multinet/multinet/pkg/dra"
+	"github.com/multinet/multinet/internal/devices/dra"
+	"github.com/multinet/multinet/internal/testing/testskip"
 )
 
 // Multus's DRA flow on multinet. Multus's how-to
@@ -163,7 +163,7 @@ func TestDRAMultusTwoDevices(t *testing.T) { draMultusTwoDevices(t, false) }
 // device without the network attributes), which is allocated and prepared
 // and left alone: no status is written to it. The test driver registers
 // with the kubelet of the node this process runs on, so it runs on node 1
-// only (internal/testskip/allowed.txt).
+// only (internal/testing/testskip/allowed.txt).
 func TestDRAMultusTwoDevicesAndGPU(t *testing.T) { draMultusTwoDevices(t, true) }
 
 func draMultusTwoDevices(t *testing.T, withGPU bool) {

@@ -20,10 +20,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/multinet/multinet/pkg/dra"
-	"github.com/multinet/multinet/pkg/draclaims"
-	"github.com/multinet/multinet/pkg/podnetworks"
-	"github.com/multinet/multinet/pkg/status"
+	"github.com/multinet/multinet/internal/devices/dra"
+	"github.com/multinet/multinet/internal/devices/draclaims"
+	"github.com/multinet/multinet/pkg/spec/podnetworks"
+	"github.com/multinet/multinet/pkg/spec/status"
 )
 
 // The DRA half on the real cluster: multinet-dra-driver

@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/multinet/multinet/pkg/kube"
-	"github.com/multinet/multinet/pkg/status"
+	"github.com/multinet/multinet/internal/node/kube"
+	"github.com/multinet/multinet/pkg/spec/status"
 )
 
 // The hot-plug scenarios of

@@ -26,9 +26,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/multinet/multinet/internal/clusterenv"
+	"github.com/multinet/multinet/internal/testing/clusterenv"
 	"github.com/multinet/multinet/pkg/client/clientset/versioned"
-	"github.com/multinet/multinet/pkg/podnetworks"
+	"github.com/multinet/multinet/pkg/spec/podnetworks"
 )
 
 // cluster is what every test needs to reach the cluster.

@@ -14,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/multinet/multinet/pkg/selection"
+	"github.com/multinet/multinet/pkg/spec/selection"
 )
 
 // Hot-plug and validation on configurations multinet did not write: the NADs

@@ -23,9 +23,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
-	"github.com/multinet/multinet/pkg/selection"
-	"github.com/multinet/multinet/pkg/state"
-	"github.com/multinet/multinet/pkg/status"
+	"github.com/multinet/multinet/internal/node/state"
+	"github.com/multinet/multinet/pkg/spec/selection"
+	"github.com/multinet/multinet/pkg/spec/status"
 )
 
 // Hot-plug. Changing the k8s.v1.cni.cncf.io/networks annotation

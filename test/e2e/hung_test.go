@@ -19,8 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/multinet/multinet/internal/testskip"
-	"github.com/multinet/multinet/pkg/daemon"
+	"github.com/multinet/multinet/internal/node/daemon"
+	"github.com/multinet/multinet/internal/testing/testskip"
 )
 
 // Hung delegates must not stall the node.

@@ -22,8 +22,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
-	"github.com/multinet/multinet/pkg/selection"
-	"github.com/multinet/multinet/pkg/state"
+	"github.com/multinet/multinet/internal/node/state"
+	"github.com/multinet/multinet/pkg/spec/selection"
 )
 
 // Namespace isolation (multi-net spec §7.4) as deploy/ ships it: on in

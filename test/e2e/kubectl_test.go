@@ -15,8 +15,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/multinet/multinet/pkg/explain"
-	"github.com/multinet/multinet/pkg/status"
+	"github.com/multinet/multinet/internal/cli/explain"
+	"github.com/multinet/multinet/pkg/spec/status"
 )
 
 // buildPlugin builds kubectl-multinet into a temporary directory and returns

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/multinet/multinet/internal/testskip"
+	"github.com/multinet/multinet/internal/testing/testskip"
 	corev1 "k8s.io/api/core/v1"
 )
 

@@ -25,8 +25,8 @@ import (
 
 	ipamv1alpha1 "github.com/multinet/multinet/api/ipam.multinet.io/v1alpha1"
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
-	"github.com/multinet/multinet/internal/testskip"
-	"github.com/multinet/multinet/pkg/status"
+	"github.com/multinet/multinet/internal/testing/testskip"
+	"github.com/multinet/multinet/pkg/spec/status"
 )
 
 // clusterNode is one node of the local cluster, as hack/lib/nodes.sh lists

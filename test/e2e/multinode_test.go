@@ -158,7 +158,7 @@ func TestMultiNodeBurst(t *testing.T) {
 		perNode[p.Spec.NodeName]++
 	}
 	t.Logf("%d pods running with %d distinct addresses; pods per node %v", len(running), len(seen), perNode)
-	// A failed ADD because of allocation conflicts: pkg/ipam's ErrConflicts,
+	// A failed ADD because of allocation conflicts: internal/ipam's ErrConflicts,
 	// ErrExhausted (the /22 has room for all), ErrTaken, or an attachment
 	// holding another address.
 	var conflicts, other []string

@@ -16,8 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/multinet/multinet/internal/testskip"
-	"github.com/multinet/multinet/pkg/status"
+	"github.com/multinet/multinet/internal/testing/testskip"
+	"github.com/multinet/multinet/pkg/spec/status"
 )
 
 // Delegates see the node, not multinetd's container.

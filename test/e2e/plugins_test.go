@@ -21,8 +21,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/multinet/multinet/pkg/state"
-	"github.com/multinet/multinet/pkg/status"
+	"github.com/multinet/multinet/internal/node/state"
+	"github.com/multinet/multinet/pkg/spec/status"
 )
 
 // hostLocalDefaultDir is host-local's state directory when a NAD gives no

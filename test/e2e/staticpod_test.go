@@ -16,8 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
-	"github.com/multinet/multinet/internal/testskip"
-	"github.com/multinet/multinet/pkg/status"
+	"github.com/multinet/multinet/internal/testing/testskip"
+	"github.com/multinet/multinet/pkg/spec/status"
 )
 
 // TestStaticPodNetworks: a static pod (a manifest in the target node's

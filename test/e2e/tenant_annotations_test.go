@@ -13,7 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/multinet/multinet/pkg/podnetworks"
+	"github.com/multinet/multinet/pkg/spec/podnetworks"
 )
 
 // TestTenantAnnotationLimits: what a pod's author

@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	ipamclaimv1alpha1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1alpha1"
-	"github.com/multinet/multinet/pkg/podnetworks"
+	"github.com/multinet/multinet/pkg/spec/podnetworks"
 )
 
 // quotaNamespace is the namespace the local cluster's multinetd limits to

@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/multinet/multinet/pkg/podnetworks"
+	"github.com/multinet/multinet/pkg/spec/podnetworks"
 )
 
 // The NAD trust policy (docs/nad-trust.md) as a tenant meets it: the

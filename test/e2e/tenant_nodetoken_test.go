@@ -19,9 +19,9 @@ import (
 
 	ipamv1alpha1 "github.com/multinet/multinet/api/ipam.multinet.io/v1alpha1"
 	ipamclaimv1alpha1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1alpha1"
+	"github.com/multinet/multinet/internal/ipam"
 	"github.com/multinet/multinet/pkg/client/clientset/versioned"
-	"github.com/multinet/multinet/pkg/ipam"
-	"github.com/multinet/multinet/pkg/status"
+	"github.com/multinet/multinet/pkg/spec/status"
 )
 
 // tokenClients are API clients with one bearer token (no client

@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	nadv1 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1"
-	"github.com/multinet/multinet/pkg/podnetworks"
-	"github.com/multinet/multinet/pkg/selection"
+	"github.com/multinet/multinet/pkg/spec/podnetworks"
+	"github.com/multinet/multinet/pkg/spec/selection"
 )
 
 // One validation of a pod's networks. Everything that can be

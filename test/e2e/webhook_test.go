@@ -295,7 +295,7 @@ func review(t *testing.T, uid, ns, networks string) []byte {
 
 // TestWebhookSurvivesMalformedRequests: the cluster's webhook, sent garbage
 // and mangled AdmissionReviews on every path (besides the unit fuzz target
-// of the decoding, pkg/webhook FuzzAdmissionReview), answers each request,
+// of the decoding, internal/webhook FuzzAdmissionReview), answers each request,
 // keeps running in the same process, stays ready, and still decides a valid
 // review correctly; a pod created through the API server afterwards still
 // gets its resources injected.

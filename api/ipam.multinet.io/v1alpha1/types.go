@@ -8,7 +8,7 @@ import (
 // cluster-scoped: a pool serves the networks of every namespace that use it,
 // and an address must be unique across them.
 //
-// Its name is "<pool part>.<address part>" (pkg/ipam.ObjectName), a function
+// Its name is "<pool part>.<address part>" (internal/ipam.ObjectName), a function
 // of spec.pool and the address only, so two allocators racing for one address
 // both send a create of the same name and the API server lets exactly one
 // win (the other gets AlreadyExists and picks another address). Nothing

@@ -14,7 +14,7 @@ import (
 
 	"github.com/multinet/multinet/api/k8s.cni.cncf.io/v1beta1"
 	"github.com/multinet/multinet/api/k8s.cni.cncf.io/v1beta2"
-	"github.com/multinet/multinet/internal/apiservertest"
+	"github.com/multinet/multinet/internal/testing/apiservertest"
 	"github.com/multinet/multinet/pkg/client/clientset/versioned"
 )
 

@@ -17,8 +17,8 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/multinet/multinet/pkg/cniserver/api"
-	"github.com/multinet/multinet/pkg/netconf"
+	"github.com/multinet/multinet/internal/node/cniserver/api"
+	"github.com/multinet/multinet/pkg/spec/netconf"
 )
 
 // benchNet is one of the two bridge networks the bench creates as NADs.

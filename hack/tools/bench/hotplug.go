@@ -18,8 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/multinet/multinet/pkg/state"
-	"github.com/multinet/multinet/pkg/status"
+	"github.com/multinet/multinet/internal/node/state"
+	"github.com/multinet/multinet/pkg/spec/status"
 )
 
 // hotPlugPod is the running pod of the hot-plug phase.

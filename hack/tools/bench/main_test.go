@@ -10,7 +10,7 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 
-	"github.com/multinet/multinet/pkg/cniserver/api"
+	"github.com/multinet/multinet/internal/node/cniserver/api"
 )
 
 func TestParseProm(t *testing.T) {

@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	"github.com/multinet/multinet/internal/testskip"
+	"github.com/multinet/multinet/internal/testing/testskip"
 	"os"
 	"path/filepath"
 	"strings"

@@ -393,7 +393,7 @@ Rows:
   socket, the runtime's libcni, scheduling); multinetd's own work = handler − delegates (pod lookup, plan, the
   attachment records, the network-status PATCH); delegates = the three delegate lists as multinetd ran them,
   to compare with the direct path; queued = multinetd's wait for a slot (its own histogram).
-- stub daemon: the multinet path's conflist with socketPath pointing at pkg/cniserver serving a handler that answers
+- stub daemon: the multinet path's conflist with socketPath pointing at internal/node/cniserver serving a handler that answers
   at once, in the bench process: libcni + multinet-shim's exec + the socket, the floor of "outside multinetd's
   handler"; the row below is how much the real one costs above it (multinetd reading and answering the request,
   the scheduling of its container). "socket alone": api.Dial from the bench process, no exec.

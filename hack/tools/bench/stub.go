@@ -10,8 +10,8 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 
-	"github.com/multinet/multinet/pkg/cniserver"
-	"github.com/multinet/multinet/pkg/cniserver/api"
+	"github.com/multinet/multinet/internal/node/cniserver"
+	"github.com/multinet/multinet/internal/node/cniserver/api"
 )
 
 // stubResult is the stub daemon's ADD answer: one interface with one
@@ -29,7 +29,7 @@ func (stubHandler) Check(context.Context, *api.Request) error         { return n
 func (stubHandler) GC(context.Context, *api.Request) error            { return nil }
 func (stubHandler) Status(context.Context, *api.Request) error        { return nil }
 
-// stubDaemon is pkg/cniserver serving stubHandler on a socket in the bench
+// stubDaemon is internal/node/cniserver serving stubHandler on a socket in the bench
 // process: the floor of the multinet path outside multinetd's handler.
 type stubDaemon struct {
 	srv    *cniserver.Server

@@ -29,8 +29,8 @@ import (
 	"helm.sh/helm/v4/pkg/strvals"
 	"sigs.k8s.io/yaml"
 
-	"github.com/multinet/multinet/internal/helmchart"
-	"github.com/multinet/multinet/internal/manifests"
+	"github.com/multinet/multinet/internal/render/helmchart"
+	"github.com/multinet/multinet/internal/render/manifests"
 )
 
 const (

@@ -1,5 +1,5 @@
 // Command helmchart generates multinet's Helm chart from deploy/ (make helm;
-// internal/helmchart, docs/decisions/helm.md):
+// internal/render/helmchart, docs/decisions/helm.md):
 //
 //	helmchart -root . -o deploy/helm/multinet          # write it
 //	helmchart -root . -o deploy/helm/multinet -check   # exit 1 when it is stale (make verify)
@@ -11,7 +11,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/multinet/multinet/internal/helmchart"
+	"github.com/multinet/multinet/internal/render/helmchart"
 )
 
 func main() {

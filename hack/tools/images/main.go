@@ -34,7 +34,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
-	"github.com/multinet/multinet/internal/elfbin"
+	"github.com/multinet/multinet/internal/process/elfbin"
 )
 
 func main() {

@@ -15,7 +15,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
-	"github.com/multinet/multinet/internal/elfbin"
+	"github.com/multinet/multinet/internal/process/elfbin"
 )
 
 var testMeta = Meta{Version: "v1.2.3", Revision: "abc", Source: "https://example.com/multinet", Arch: "amd64", Created: time.Unix(0, 0).UTC()}

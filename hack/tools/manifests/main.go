@@ -12,7 +12,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/multinet/multinet/internal/manifests"
+	"github.com/multinet/multinet/internal/render/manifests"
 )
 
 func main() {

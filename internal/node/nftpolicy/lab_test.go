@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/multinet/multinet/internal/cnitest"
+	"github.com/multinet/multinet/internal/testing/cnitest"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )

@@ -6,8 +6,8 @@ import (
 	"net/netip"
 	"strings"
 
-	"github.com/multinet/multinet/pkg/devinfo"
-	"github.com/multinet/multinet/pkg/status"
+	"github.com/multinet/multinet/pkg/spec/devinfo"
+	"github.com/multinet/multinet/pkg/spec/status"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -20,7 +20,7 @@ import (
 // memif, has NoKernelInterface. A pod that has terminated (phase Succeeded
 // or Failed) gets no attachments: its addresses may belong to another pod.
 //
-// Errors: a network-status that does not decode (pkg/status), or an address
+// Errors: a network-status that does not decode (pkg/spec/status), or an address
 // in it that does not parse; the Pod returned then has no attachments.
 func PodFromObject(p *corev1.Pod) (Pod, error) {
 	out := Pod{Namespace: p.Namespace, Name: p.Name, Labels: p.Labels}
