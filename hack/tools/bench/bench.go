@@ -342,6 +342,12 @@ func (b *bench) run(ctx context.Context) (*results, error) {
 			return nil, err
 		}
 	}
+	// 8. Network policy: rules after label changes, ADD of selected pods.
+	if b.o.policy.pods > 0 {
+		if err := b.policyPhase(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if r.rssPeak, err = procStatusKB(b.pid, "VmHWM"); err != nil {
 		return nil, err
 	}

@@ -107,16 +107,32 @@ func (c *cluster) setup(ctx context.Context, nets []benchNet) error {
 	return nil
 }
 
-// createPods creates n pods bound to the node that select the bench
-// networks, and waits until the kubelet has rejected them (phase Failed).
+// createPods creates n pods (pod-000, pod-001, ...) bound to the node that
+// select the bench networks, and waits until the kubelet has rejected them
+// (phase Failed).
 func (c *cluster) createPods(ctx context.Context, n int, networks string) ([]podRef, error) {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("pod-%03d", i)
+	}
+	return c.createPodsNamed(ctx, names, func(int) map[string]string { return nil }, networks)
+}
+
+// createPodsNamed creates pods of these names bound to the node, with
+// labels() and extra(i), selecting networks, and waits until the kubelet has
+// rejected them (phase Failed).
+func (c *cluster) createPodsNamed(ctx context.Context, names []string, extra func(i int) map[string]string, networks string) ([]podRef, error) {
 	var grace int64
-	pods := make([]podRef, n)
-	for i := range n {
+	pods := make([]podRef, len(names))
+	for i, name := range names {
+		l := labels()
+		for k, v := range extra(i) {
+			l[k] = v
+		}
 		p, err := c.kube.CoreV1().Pods(c.ns).Create(ctx, &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{
-				Name:        fmt.Sprintf("pod-%03d", i),
-				Labels:      labels(),
+				Name:        name,
+				Labels:      l,
 				Annotations: map[string]string{"k8s.v1.cni.cncf.io/networks": networks},
 			},
 			Spec: corev1.PodSpec{
@@ -128,13 +144,22 @@ func (c *cluster) createPods(ctx context.Context, n int, networks string) ([]pod
 			},
 		}, metav1.CreateOptions{})
 		if err != nil {
-			return nil, fmt.Errorf("create pod %d: %w", i, err)
+			return nil, fmt.Errorf("create pod %s: %w", name, err)
 		}
 		pods[i] = podRef{namespace: p.Namespace, name: p.Name, uid: string(p.UID)}
 	}
-	// The kubelet rejects each pod at admission (NodeAffinity) and writes
-	// its status once; wait for that so that its requests are over before
-	// anything is measured.
+	c.waitRejected(ctx, names)
+	return pods, nil
+}
+
+// waitRejected waits until the kubelet has rejected each pod of names at
+// admission (NodeAffinity) and written its status once (phase Failed), so
+// that its requests are over before anything is measured.
+func (c *cluster) waitRejected(ctx context.Context, names []string) {
+	want := make(map[string]bool, len(names))
+	for _, n := range names {
+		want[n] = true
+	}
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 		list, err := c.kube.CoreV1().Pods(c.ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -142,16 +167,15 @@ func (c *cluster) createPods(ctx context.Context, n int, networks string) ([]pod
 		}
 		failed := 0
 		for _, p := range list.Items {
-			if p.Status.Phase == corev1.PodFailed {
+			if want[p.Name] && p.Status.Phase == corev1.PodFailed {
 				failed++
 			}
 		}
-		return failed == n, nil
+		return failed == len(names), nil
 	})
 	if err != nil {
 		logf("warning: not every bench pod was rejected by the kubelet within 60s (%v); continuing", err)
 	}
-	return pods, nil
 }
 
 // deleteNamespace deletes the bench namespace (pods, NADs, events) and

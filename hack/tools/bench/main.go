@@ -74,6 +74,7 @@ type options struct {
 	multusBinDir    string
 	limitConc       int
 	memLimitMiB     int
+	policy          policyOptions
 	// reportDir, page, commit, command: the dated report (writeReport).
 	reportDir string
 	page      string
@@ -117,7 +118,11 @@ func parseFlags() (*options, error) {
 	flag.StringVar(&o.page, "page", "", "a markdown page whose latest-run block (between "+latestBegin+" and "+latestEnd+") is rewritten with the report's headline and pictures (hack/bench.sh: docs/bench.md; empty: none)")
 	flag.StringVar(&o.commit, "commit", "", "the source commit measured, for the report (hack/bench.sh: git rev-parse)")
 	flag.StringVar(&o.command, "command", "", "the command that ran the bench, for the report (default: this process's arguments)")
+	policyFlags(&o.policy)
 	flag.Parse()
+	if err := o.policy.check(); err != nil {
+		return nil, err
+	}
 	if o.command == "" {
 		o.command = strings.Join(os.Args, " ")
 	}

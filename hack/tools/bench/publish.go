@@ -184,6 +184,11 @@ func (r *results) headline() string {
 	if len(r.hotPlug.toStatus) > 0 {
 		row("hot-plug, annotation PATCH → network-status (ms)", r.hotPlug.toStatus.triple(), "", func() string { return "" })
 	}
+	if len(r.policy.toAll) > 0 {
+		row(fmt.Sprintf("policy (%d pods, %d policies): label change → rules in place (ms)", r.policy.pods, r.policy.policies),
+			r.policy.toAll.triple(), "", func() string { return "" })
+		row("policy: ADD p50 selected × unselected pod", ratio(r.policy.addSelected.median(), r.policy.addIdle.median()), "", func() string { return "" })
+	}
 	return b.String()
 }
 

@@ -101,6 +101,7 @@ type results struct {
 	cgroupLimit     int64 // and its limit, 0 for none
 	rssPods         int
 	hotPlug         hotPlugResult
+	policy          policyResult
 
 	// Multus thick side by side (-multus-bin-dir); empty when not measured.
 	multusPID       int
@@ -277,6 +278,7 @@ func (r *results) markdown() string {
 		row(fmt.Sprintf("hot-plug, annotation PATCH → interface in the pod (ms, %d changes)", n), r.hotPlug.toInterface.triple(), "", "", "")
 		row(fmt.Sprintf("hot-plug, annotation PATCH → network-status (ms, %d changes)", n), r.hotPlug.toStatus.triple(), "", "", "p99 ≤ 1 s")
 	}
+	r.policy.rows(row)
 
 	if r.apiAdds > 0 {
 		k := float64(r.apiAdds)
@@ -430,7 +432,7 @@ Rows:
   taken out of their rows. Sandboxes are made before and removed after the windows.
 - RSS: VmRSS of the multinetd process (/proc/<pid>/status; RssAnon and RssFile in MiB), before any bench pod,
   with the pods attached (no DEL yet), and after their DEL.
-`)
+` + policyLegend)
 	return b.String()
 }
 
@@ -443,6 +445,9 @@ func (r *results) failures() []string {
 		if n := r.leaked[name]; n > 0 {
 			out = append(out, fmt.Sprintf("%s: DEL left %d default-network addresses allocated", name, n))
 		}
+	}
+	if r.policy.late > 0 {
+		out = append(out, fmt.Sprintf("policy: %d label changes without their rules in place within %v", r.policy.late, policyWithin))
 	}
 	for _, l := range r.limits {
 		if !l.ok() {
