@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -285,11 +286,30 @@ func newObject(cfg *Config, addr netip.Addr, owner ipamv1.IPAllocationOwner) *ip
 	return obj
 }
 
-// create creates obj; taken reports an AlreadyExists.
+// create creates obj; taken reports an AlreadyExists. A create whose
+// outcome is unknown (the call timed out or the connection broke after
+// the request was sent: the API server may have stored it) is settled by
+// reading the object back: ours (the same owner) is created, another's is
+// taken, none is created again; at most maxAmbiguousCreates times while
+// ctx lasts.
 func (a *Allocator) create(ctx context.Context, obj *ipamv1.IPAllocation) (created *ipamv1.IPAllocation, taken bool, err error) {
-	cctx, cancel := a.call(ctx)
-	defer cancel()
-	created, err = a.IPAM.IPAllocations().Create(cctx, obj, metav1.CreateOptions{})
+	for i := 0; ; i++ {
+		created, err = a.createOnce(ctx, obj)
+		if err == nil || !ambiguous(err) || ctx.Err() != nil || i == maxAmbiguousCreates {
+			break
+		}
+		stored, gerr := a.get(ctx, obj.Name)
+		if gerr == nil {
+			created, err = stored, nil
+			if !equality.Semantic.DeepEqual(stored.Spec.Owner, obj.Spec.Owner) {
+				err = apierrors.NewAlreadyExists(ipamv1.Resource("ipallocations"), obj.Name)
+			}
+			break
+		}
+		if !apierrors.IsNotFound(gerr) {
+			break
+		}
+	}
 	if apierrors.IsAlreadyExists(err) {
 		if a.OnConflict != nil {
 			a.OnConflict()
@@ -303,6 +323,27 @@ func (a *Allocator) create(ctx context.Context, obj *ipamv1.IPAllocation) (creat
 		a.Cache.created(created)
 	}
 	return created, false, nil
+}
+
+// maxAmbiguousCreates bounds the creates repeated after an unknown outcome.
+const maxAmbiguousCreates = 2
+
+// createOnce is one Create request, bounded by CallTimeout.
+func (a *Allocator) createOnce(ctx context.Context, obj *ipamv1.IPAllocation) (*ipamv1.IPAllocation, error) {
+	cctx, cancel := a.call(ctx)
+	defer cancel()
+	return a.IPAM.IPAllocations().Create(cctx, obj, metav1.CreateOptions{})
+}
+
+// ambiguous reports whether err leaves unknown whether a write was stored:
+// no answer from the API server (a timeout, a broken connection), or its
+// own timeout status. An answer with any other status is definite.
+func ambiguous(err error) bool {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err)
+	}
+	return true
 }
 
 // createRequested allocates the requested address w (ErrTaken when another

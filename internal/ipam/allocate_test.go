@@ -3,11 +3,17 @@ package ipam
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/multinet/multinet/pkg/client/clientset/versioned"
 )
 
 // Every allocatable address of a pool is handed out exactly once: not the
@@ -308,4 +314,48 @@ func (c *atomicCounter) get() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.n
+}
+
+// A create whose answer is lost (the API server stored the object, or
+// never got the request) is settled, not failed: under a burst, one
+// IPAllocation create hit the call timeout after the server had stored
+// it, and the ADD failed on its own address. Allocate reads the object
+// back and keeps it when it is the attachment's, or creates it again when
+// it was never stored; either way one IPAllocation, the attachment's.
+func TestAllocateSettlesAnUnknownCreate(t *testing.T) {
+	for _, stored := range []bool{true, false} {
+		t.Run(fmt.Sprintf("stored=%v", stored), func(t *testing.T) {
+			e := newEnv(t)
+			pool := name(t, "p")
+			cfg := config(t, pool, `"ranges":[[{"subnet":"10.26.0.0/24"}]]`)
+			var lost atomic.Int64
+			c := rest.CopyConfig(e.cfg)
+			c.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+				return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+					if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/ipallocations") || !lost.CompareAndSwap(0, 1) {
+						return rt.RoundTrip(r)
+					}
+					if stored {
+						if resp, err := rt.RoundTrip(r); err == nil {
+							resp.Body.Close()
+						}
+					}
+					return nil, errors.New("connection reset by peer (the answer was lost)")
+				})
+			}
+			cs := versioned.NewForConfigOrDie(c)
+			a := &Allocator{IPAM: cs.IPAMV1alpha1(), Claims: cs.K8sCniCncfIoV1alpha1(), Node: "node-a"}
+			got, err := a.Allocate(ctxT(t), cfg, req(t, "c1", "net1"))
+			if err != nil {
+				t.Fatalf("Allocate after a lost create answer: %v", err)
+			}
+			if lost.Load() != 1 {
+				t.Fatal("the test's transport lost no answer")
+			}
+			objs := e.poolObjects(pool)
+			if len(objs) != 1 || objs[0].Spec.Owner.ContainerID != name(t, "c1") || objs[0].Spec.Address != got.Addresses[0].Prefix.String() {
+				t.Errorf("pool holds %+v, want one IPAllocation of %s for %v", objs, name(t, "c1"), addrs(got))
+			}
+		})
+	}
 }
