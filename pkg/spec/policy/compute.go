@@ -124,12 +124,15 @@ func (cx *computation) sortedProblems() []Problem {
 
 // applyPolicy adds what p means for target to ifaces.
 func (cx *computation) applyPolicy(p *v1beta2.MultiNetworkPolicy, target Pod, ifaces map[string]*Interface) {
-	selected, err := Selects(p, target)
+	if p.Namespace != target.Namespace {
+		return
+	}
+	sel, err := metav1.LabelSelectorAsSelector(&p.Spec.PodSelector)
 	if err != nil {
 		cx.problem(p, "", ReasonInvalidSelector, "spec.podSelector: %v: the policy selects no pod", err)
 		return
 	}
-	if !selected {
+	if !sel.Matches(labels.Set(target.Labels)) {
 		return
 	}
 	nets := cx.networks(p)

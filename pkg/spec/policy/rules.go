@@ -110,7 +110,7 @@ func (s *peerSet) prefixes(net types.NamespacedName) []netip.Prefix {
 		}
 	}
 	set, err := b.IPSet()
-	if err != nil || set == nil {
+	if err != nil || set == nil || len(set.Prefixes()) == 0 {
 		return nil
 	}
 	return set.Prefixes()
