@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/multinet/multinet/pkg/status"
+	"github.com/multinet/multinet/pkg/spec/status"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
