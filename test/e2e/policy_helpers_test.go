@@ -57,6 +57,10 @@ import (
 //     other pod's; its "disable multi-networkpolicy" becomes: the
 //     policies are deleted, the table leaves the selected pods and the
 //     denied traffic passes.
+//
+// bond-cni.bats is not ported: this kernel has no bonding driver (`ip link
+// add type bond`: Unknown device type). docs/network-policy-e2e.md has the
+// table of scenarios and tests.
 
 // mnpCheckTimeout is upstream's `nc -w 1`: how long a check waits for a
 // connection or an echo.
