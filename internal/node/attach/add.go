@@ -163,13 +163,13 @@ func (e *Engine) Add(ctx context.Context, req *cnirequest.Request) ([]byte, erro
 		return nil, e.failAdd(ctx, req, rec, p, len(p.attachments), fmt.Errorf("encode result: %w", err))
 	}
 
-	// The final record, with the network-status to publish, is saved
-	// first (durable within the store's group commit); network-status is
-	// published only then. A save that
-	// fails fails the ADD and tears the attachments down, and nothing
-	// listing them was published. A PATCH that fails does not fail the ADD
-	// (the pod's networks are up): the record keeps the status pending and
-	// multinetd retries it in the background (internal/node/netstatus).
+	if err := enforcePolicy(ctx, e.opts.NetworkPolicy, p.pod, rec); err != nil { // rules before the pod runs
+		return nil, e.failAdd(ctx, req, rec, p, len(p.attachments), err)
+	}
+	// The final record (with the network-status to publish) is saved, then
+	// network-status published. A failed save fails the ADD and tears the
+	// attachments down, nothing published; a failed PATCH stays pending in
+	// the record, retried in the background (internal/node/netstatus).
 	rec.Complete = true
 	rec.NetworkStatus = e.statusIntent(log, p, list)
 	if err := e.opts.Store.Save(rec); err != nil {

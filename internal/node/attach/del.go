@@ -51,6 +51,9 @@ func (e *Engine) Del(ctx context.Context, req *cnirequest.Request) error {
 		if err := e.tearDownSalvaged(ctx, "DEL", req.CNIPath, req.Netns, s); err != nil {
 			return err
 		}
+		if err := releasePolicy(ctx, e.opts.NetworkPolicy, req.ContainerID, req.Netns); err != nil {
+			return types.NewError(types.ErrTryAgainLater, err.Error(), "")
+		}
 		if err := e.opts.Store.Delete(req.ContainerID); err != nil {
 			return types.NewError(types.ErrIOFailure, fmt.Sprintf("remove attachment record: %v", err), "")
 		}
@@ -72,6 +75,12 @@ func (e *Engine) Del(ctx context.Context, req *cnirequest.Request) error {
 			log.Error(serr, "save the attachments left after a failed DEL")
 		}
 		log.Error(err, "DEL failed; keeping the record for the runtime's retry")
+		return types.NewError(types.ErrTryAgainLater, err.Error(), "")
+	}
+	if err := releasePolicy(ctx, e.opts.NetworkPolicy, req.ContainerID, req.Netns); err != nil {
+		if serr := e.opts.Store.Save(rec); serr != nil { // no attachments left
+			log.Error(serr, "save the record after a failed DEL")
+		}
 		return types.NewError(types.ErrTryAgainLater, err.Error(), "")
 	}
 	if err := e.opts.Store.Delete(req.ContainerID); err != nil {
@@ -384,6 +393,9 @@ func (e *Engine) reclaim(ctx context.Context, op, cniPath, id string, rec *state
 		if err := e.tearDownSalvaged(ctx, op, cniPath, "", s); err != nil {
 			return fmt.Errorf("%s: container %s: %w", op, id, err)
 		}
+		if err := releasePolicy(ctx, e.opts.NetworkPolicy, id, ""); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
 		return e.opts.Store.Delete(id)
 	}
 	e.withdrawStatus(id, rec)
@@ -392,6 +404,9 @@ func (e *Engine) reclaim(ctx context.Context, op, cniPath, id string, rec *state
 			err = errors.Join(err, serr)
 		}
 		return fmt.Errorf("%s: container %s: %w", op, id, err)
+	}
+	if err := releasePolicy(ctx, e.opts.NetworkPolicy, id, ""); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	e.sandboxRemoved(id)
 	return e.opts.Store.Delete(id)

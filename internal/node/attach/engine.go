@@ -144,6 +144,10 @@ type Options struct {
 	Locks *keyedmutex.Map
 	// Sandboxes is told each pod's sandbox (hotplug.Sandboxes); may be nil.
 	Sandboxes SandboxWatcher
+	// Policy puts each sandbox's MultiNetworkPolicy rules in place before
+	// ADD answers and removes them on DEL and GC (policysync.Controller);
+	// nil: no network policy.
+	NetworkPolicy PolicyEnforcer
 	// Events posts pod Events; nil disables them.
 	Events EventSink
 	// Devices looks up allocated devices (resourceName networks); nil makes

@@ -364,6 +364,9 @@ func newHotPlugEngine(t testing.TB, opts Options, pub *netstatus.Publisher) (*En
 		t.Fatal(err)
 	}
 	ho := hotplug.Options{Engine: eng.HotPlugPort(), Sandboxes: sb, Store: opts.Store, Locks: eng.locks, Events: opts.Events}
+	if opts.NetworkPolicy != nil {
+		ho.NetworkPolicy = opts.NetworkPolicy
+	}
 	if pub != nil {
 		ho.Status = pub
 	}

@@ -223,6 +223,12 @@ type Config struct {
 	DisableHotPlug bool `json:"disableHotPlug,omitempty"`
 	// AsyncStatus writes network-status after ADD returns.
 	AsyncStatus bool `json:"asyncStatus,omitempty"`
+	// NetworkPolicy enforces MultiNetworkPolicy in the pods' network
+	// namespaces (docs/network-policy.md): "auto" (default) when the
+	// MultiNetworkPolicy CRD is installed at multinetd's start, "on"
+	// always (ADDs of pods fail while the CRD cannot be listed), "off"
+	// never.
+	NetworkPolicy string `json:"networkPolicy,omitempty"`
 	// RecordSync is when an attachment record becomes durable:
 	// "background" (default) fsyncs it in a group commit right after the
 	// save returns, "each" before (docs/decisions/state.md "Group commit").
@@ -231,6 +237,13 @@ type Config struct {
 	APIQPS   float32 `json:"apiQPS,omitempty"`
 	APIBurst int     `json:"apiBurst,omitempty"`
 }
+
+// Values of networkPolicy.
+const (
+	NetworkPolicyAuto = "auto"
+	NetworkPolicyOn   = "on"
+	NetworkPolicyOff  = "off"
+)
 
 // IPAMOff as ipamSocketPath turns multinet-ipam off.
 const IPAMOff = "none"
@@ -387,7 +400,7 @@ func (c *Config) checkPolicy() []error {
 }
 
 // checkPaths checks (and completes) nodeRoot, delegateCgroup, socketPath,
-// recordSync, confFileName and stateDir.
+// networkPolicy, recordSync, confFileName and stateDir.
 func (c *Config) checkPaths() []error {
 	var errs []error
 	if !filepath.IsAbs(c.NodeRoot) {
@@ -401,6 +414,13 @@ func (c *Config) checkPaths() []error {
 	}
 	if !filepath.IsAbs(c.SocketPath) {
 		errs = append(errs, fmt.Errorf("socketPath %q: want an absolute path", c.SocketPath))
+	}
+	switch c.NetworkPolicy {
+	case "":
+		c.NetworkPolicy = NetworkPolicyAuto
+	case NetworkPolicyAuto, NetworkPolicyOn, NetworkPolicyOff:
+	default:
+		errs = append(errs, fmt.Errorf("networkPolicy %q: want auto, on or off", c.NetworkPolicy))
 	}
 	if mode, err := state.ParseSyncMode(c.RecordSync); err != nil {
 		errs = append(errs, fmt.Errorf("recordSync: %w", err))

@@ -32,6 +32,7 @@ import (
 	"github.com/multinet/multinet/internal/node/nadlookup"
 	"github.com/multinet/multinet/internal/node/netstatus"
 	"github.com/multinet/multinet/internal/node/nodeexec"
+	"github.com/multinet/multinet/internal/node/policysync"
 	"github.com/multinet/multinet/internal/node/state"
 	"github.com/multinet/multinet/internal/process/lifecycle"
 	"github.com/multinet/multinet/internal/process/metricsserver"
@@ -99,7 +100,12 @@ type daemon struct {
 	// confWritten: the CNI config file has been written once.
 	confWritten atomic.Bool
 
+	// locks are the per-container locks of the engine, the network-status
+	// publisher, hot-plug and network policy.
+	locks *keyedmutex.Map
+
 	// Set by the components' Start.
+	policy    *policysync.Controller // nil: MultiNetworkPolicy not enforced
 	events    *kube.Events
 	devices   attach.Devices
 	delegates *nodeexec.Exec
@@ -115,7 +121,7 @@ type daemon struct {
 // cannot be made, the NAD trust policy cannot be read, the state dir
 // cannot be opened.
 func newDaemon(cfg Config) (*daemon, error) {
-	d := &daemon{cfg: cfg, m: newMetrics(), trigger: make(chan struct{}, 1)}
+	d := &daemon{cfg: cfg, m: newMetrics(), trigger: make(chan struct{}, 1), locks: &keyedmutex.Map{}}
 	var err error
 	if d.restConfig, err = restConfig(cfg); err != nil {
 		return nil, err
@@ -203,7 +209,8 @@ func (d *daemon) readyz() error {
 // background loops; the CNI server stops accepting and drains its
 // in-flight requests, then multinet-ipam's server (the delegates of those
 // requests call it); the informers; the engine's network-status writes
-// and the records' group commit; the metrics server; the delegate
+// and the records' group commit; MultiNetworkPolicy enforcement (the
+// engine calls it during ADD and DEL); the metrics server; the delegate
 // launcher, the kubelet's pod resources client and the Event broadcaster
 // last.
 func (d *daemon) components() []lifecycle.Component {
@@ -212,6 +219,7 @@ func (d *daemon) components() []lifecycle.Component {
 		d.podResourcesComponent(),
 		d.delegatesComponent(),
 		d.metricsComponent(),
+		d.networkPolicyComponent(),
 		d.engineComponent(),
 		d.informersComponent(),
 		d.ipamComponent(),
@@ -323,7 +331,7 @@ func (d *daemon) engineComponent() lifecycle.Component {
 	return lifecycle.Component{
 		Name: "attachment engine",
 		Start: func(context.Context) error {
-			locks := &keyedmutex.Map{}
+			locks := d.locks
 			var err error
 			if d.status, err = netstatus.New(netstatus.Options{
 				Store: d.store, Writer: kube.NewStatusPatcher(d.clients.core), Locks: locks,
@@ -337,7 +345,7 @@ func (d *daemon) engineComponent() lifecycle.Component {
 			}
 			hp, err := hotplug.New(hotplug.Options{
 				Engine: d.engine.HotPlugPort(), Sandboxes: sandboxes, Store: d.store, Locks: locks,
-				Status: d.status, Events: d.events, Observer: d.m,
+				Status: d.status, Events: d.events, Observer: d.m, NetworkPolicy: d.policyEnforcer(),
 			})
 			if err != nil {
 				return err
@@ -364,6 +372,16 @@ func (d *daemon) engineComponent() lifecycle.Component {
 	}
 }
 
+// policyEnforcer is the network policy controller as the engine's
+// attach.PolicyEnforcer, nil (an interface holding no value) when policy is
+// not enforced.
+func (d *daemon) policyEnforcer() attach.PolicyEnforcer {
+	if d.policy == nil {
+		return nil
+	}
+	return d.policy
+}
+
 // newEngine is the attachment engine of d's configuration, caches and
 // clients, publishing network-status through d.status, over locks,
 // telling sandboxes (hot-plug's) each pod's sandbox.
@@ -385,6 +403,7 @@ func (d *daemon) newEngine(locks *keyedmutex.Map, sandboxes *hotplug.Sandboxes) 
 		Status:          d.status,
 		Locks:           locks,
 		Sandboxes:       sandboxes,
+		NetworkPolicy:   d.policyEnforcer(),
 		Events:          d.events,
 		Devices:         d.devices,
 		Claims:          draclaims.New(d.clients.core, d.clients.resource, cfg.NodeName),

@@ -163,7 +163,7 @@ func TestComponentsStopInOrder(t *testing.T) {
 		"CNI config writer", "CNI config file on exit",
 		"network-status retries", "sandbox reaper", "hot-plug",
 		"CNI server", "multinet-ipam server", "informers", "attachment engine",
-		"metrics server", "delegate launcher", "pod resources client", "Event broadcaster",
+		"network policy", "metrics server", "delegate launcher", "pod resources client", "Event broadcaster",
 	}
 	if !slices.Equal(names, want) {
 		t.Errorf("stop order\n%q, want\n%q", names, want)

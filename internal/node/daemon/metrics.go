@@ -15,6 +15,7 @@ import (
 	"github.com/multinet/multinet/internal/node/hotplug"
 	"github.com/multinet/multinet/internal/node/nadlookup"
 	"github.com/multinet/multinet/internal/node/netstatus"
+	"github.com/multinet/multinet/internal/node/policysync"
 )
 
 // metrics are multinetd's Prometheus metrics, in their own registry.
@@ -39,6 +40,10 @@ type metrics struct {
 	hotPlugDur *prometheus.HistogramVec // result
 	recSynced  *prometheus.CounterVec   // result
 	peerRef    *prometheus.CounterVec   // socket
+	polSyncs   *prometheus.CounterVec   // result
+	polLatency prometheus.Histogram
+	polTables  prometheus.Gauge
+	polRules   prometheus.Gauge
 }
 
 // latencyBuckets span 1 ms to about 65 s, in seconds.
@@ -96,6 +101,15 @@ func newMetrics() *metrics {
 		peerRef: counterVec("socket_peer_refused_total",
 			"Connections refused because the connecting process is not root on the node (SO_PEERCRED), by socket (cni: the shim's, ipam: multinet-ipam's).",
 			"socket"),
+		polSyncs: counterVec("policy_syncs_total",
+			"MultiNetworkPolicy syncs of a pod sandbox's rules, by result (applied: its nftables table written; unchanged: it already held them; removed: no policy selects the pod any more; none: not selected, no table; failed: retried).",
+			"result"),
+		polLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "multinet", Name: "policy_sync_latency_seconds", Buckets: latencyBuckets,
+			Help: "Time from a change multinetd saw (policy, pod or namespace labels, a peer's network-status, a NAD) to the affected sandbox's rules in place."}),
+		polTables: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "multinet", Name: "policy_enforced_sandboxes",
+			Help: "Pod sandboxes of the node whose network namespace holds multinetd's MultiNetworkPolicy table."}),
+		polRules: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "multinet", Name: "policy_rules",
+			Help: "nftables rules in the MultiNetworkPolicy tables of the node's sandboxes (divide by multinet_policy_enforced_sandboxes for rules per pod)."}),
 	}
 	m.registry.MustRegister(m.collectors()...)
 	m.initLabels()
@@ -106,6 +120,7 @@ func newMetrics() *metrics {
 func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.opDuration, m.opTotal, m.queued, m.read, m.inFlight, m.delegate, m.delegateEr, m.nadLive, m.nadSync,
 		m.stPending, m.stRetries, m.corrupt, m.reaped, m.hotPlugs, m.hotPlugDur, m.recSynced, m.peerRef,
+		m.polSyncs, m.polLatency, m.polTables, m.polRules,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})}
 }
 
@@ -138,6 +153,21 @@ func (m *metrics) initLabels() {
 	for _, r := range []string{hotplug.Succeeded, hotplug.Failed, hotplug.Refused} {
 		m.hotPlugs.WithLabelValues(r)
 	}
+	for _, r := range []string{policysync.ResultApplied, policysync.ResultUnchanged, policysync.ResultRemoved, policysync.ResultNone, policysync.ResultFailed} {
+		m.polSyncs.WithLabelValues(r)
+	}
+}
+
+var _ policysync.Observer = (*metrics)(nil)
+
+// PolicySynced implements policysync.Observer.
+func (m *metrics) PolicySynced(result string, latency time.Duration, tables, rules int) {
+	m.polSyncs.WithLabelValues(result).Inc()
+	if latency > 0 {
+		m.polLatency.Observe(latency.Seconds())
+	}
+	m.polTables.Set(float64(tables))
+	m.polRules.Set(float64(rules))
 }
 
 // counterVec is the counter vector multinet_<name> with labels.

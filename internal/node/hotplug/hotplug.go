@@ -573,8 +573,11 @@ func (h *hotPlug) done(ctx context.Context, changed bool) (attempted bool, err e
 			// The buffered intent stays on disk: the next hot-plug rolls
 			// back what it planned and converges again.
 			h.failed = append(h.failed, fmt.Errorf("save the record: %w", err))
-		} else if rec.Pending() && hp.opts.Status != nil {
-			hp.opts.Status.Publish(ctx, h.pod, rec)
+		} else {
+			h.enforcePolicy(ctx)
+			if rec.Pending() && hp.opts.Status != nil {
+				hp.opts.Status.Publish(ctx, h.pod, rec)
+			}
 		}
 	}
 	news := false
@@ -592,6 +595,18 @@ func (h *hotPlug) done(ctx context.Context, changed bool) (attempted bool, err e
 		return attempted, nil
 	}
 	return attempted, &Error{Retry: len(h.failed) > 0, Err: errors.Join(errs...)}
+}
+
+// enforcePolicy puts the sandbox's MultiNetworkPolicy rules in place for
+// its attachments after the change (a failure is retried with the
+// hot-plug; the policy controller retries it too).
+func (h *hotPlug) enforcePolicy(ctx context.Context) {
+	if h.hp.opts.NetworkPolicy == nil {
+		return
+	}
+	if err := h.hp.opts.NetworkPolicy.Enforce(ctx, h.pod, h.rec); err != nil {
+		h.failed = append(h.failed, fmt.Errorf("network policy: %w", err))
+	}
 }
 
 // setStatus puts the network-status of the record's attachments into the

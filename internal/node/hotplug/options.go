@@ -53,6 +53,13 @@ type Publisher interface {
 	Publish(ctx context.Context, pod *corev1.Pod, rec *state.Record)
 }
 
+// PolicyEnforcer puts the MultiNetworkPolicy rules of a sandbox in place
+// for its attachments as recorded (policysync.Controller, as the engine's
+// attach.PolicyEnforcer); called holding the sandbox's lock.
+type PolicyEnforcer interface {
+	Enforce(ctx context.Context, pod *corev1.Pod, rec *state.Record) error
+}
+
 // EventSink posts Events on pods (kube.Events).
 type EventSink interface {
 	Normal(obj runtime.Object, reason, format string, args ...any)
@@ -73,6 +80,9 @@ type Options struct {
 	Locks *keyedmutex.Map
 	// Status publishes network-status after a change; nil: none.
 	Status Publisher
+	// NetworkPolicy puts the sandbox's rules in place after a change,
+	// before its network-status is published; nil: none.
+	NetworkPolicy PolicyEnforcer
 	// Events posts the pod's Events; may be nil.
 	Events EventSink
 	// Observer is told about hot-plugs; may be nil.

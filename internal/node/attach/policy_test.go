@@ -1,0 +1,129 @@
+package attach
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/containernetworking/cni/pkg/types"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/multinet/multinet/internal/node/cniserver/api"
+	"github.com/multinet/multinet/internal/node/state"
+)
+
+// recordingEnforcer is a PolicyEnforcer that records what it is called
+// with and, on Enforce, what the sandbox looked like at that moment.
+type recordingEnforcer struct {
+	e   *env
+	err error // what Enforce returns
+
+	mu       sync.Mutex
+	enforced []enforceCall
+	released [][2]string // container ID, netns
+}
+
+type enforceCall struct {
+	pod      string
+	netns    string
+	ifNames  []string // the record's added attachments
+	links    []string // the interfaces in the netns then
+	complete bool     // the stored record was complete then (ADD had answered)
+}
+
+func (r *recordingEnforcer) Enforce(_ context.Context, pod *corev1.Pod, rec *state.Record) error {
+	c := enforceCall{netns: rec.Netns, links: r.e.links()}
+	if pod != nil {
+		c.pod = pod.Namespace + "/" + pod.Name
+	}
+	for _, a := range rec.Attachments {
+		if a.Phase == state.PhaseAdded {
+			c.ifNames = append(c.ifNames, a.IfName)
+		}
+	}
+	if stored, err := r.e.store.Load(rec.ContainerID); err == nil {
+		c.complete = stored.Complete
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.enforced = append(r.enforced, c)
+	return r.err
+}
+
+func (r *recordingEnforcer) Release(_ context.Context, containerID, netns string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.released = append(r.released, [2]string{containerID, netns})
+	return nil
+}
+
+func (r *recordingEnforcer) calls() ([]enforceCall, [][2]string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.enforced), slices.Clone(r.released)
+}
+
+// TestAddEnforcesNetworkPolicyBeforeAnswering: ADD hands the sandbox to
+// the network policy enforcer after every delegate succeeded (the
+// interfaces are in the netns, the record lists them added) and before it
+// answers (the stored record is not complete yet), so that a pod selected
+// at creation is never reachable without its rules; DEL and hot-plug call
+// it too. Without the hook no call is made.
+func TestAddEnforcesNetworkPolicyBeforeAnswering(t *testing.T) {
+	rec := &recordingEnforcer{}
+	e := newEnv(t, func(o *envOptions) { o.NetworkPolicy = rec })
+	rec.e = e
+	e.bridgeNAD("blue")
+	pod := e.podWithNetworks("blue")
+	e.add("c1", pod)
+
+	enforced, _ := rec.calls()
+	if len(enforced) != 1 {
+		t.Fatalf("Enforce called %d times during ADD, want 1", len(enforced))
+	}
+	c := enforced[0]
+	if c.pod != pod.Namespace+"/"+pod.Name || c.netns != e.netns.Path() {
+		t.Errorf("Enforce got pod %q netns %q, want %s/%s in %s", c.pod, c.netns, pod.Namespace, pod.Name, e.netns.Path())
+	}
+	if !slices.Equal(c.ifNames, []string{"eth0", "net1"}) || !slices.Contains(c.links, "net1") {
+		t.Errorf("at Enforce the record had %q added and the netns %q: want the delegates done (eth0, net1)", c.ifNames, c.links)
+	}
+	if c.complete {
+		t.Error("at Enforce the stored record was already complete: the rules must be in place before ADD answers")
+	}
+
+	// A hot-plug puts the rules in place for the new attachment too.
+	nad2 := "green"
+	e.bridgeNAD(nad2)
+	pod, _ = e.mustHotPlug(pod, "blue,green")
+	if enforced, _ = rec.calls(); len(enforced) != 2 || !slices.Contains(enforced[1].ifNames, "net2") {
+		t.Errorf("after hot-plugging green: Enforce calls %+v, want a second one with net2", enforced)
+	}
+
+	e.del("c1", pod)
+	if _, released := rec.calls(); !slices.Equal(released, [][2]string{{"c1", e.netns.Path()}}) {
+		t.Errorf("Release calls %q, want [[c1 %s]]", released, e.netns.Path())
+	}
+}
+
+// TestAddFailsWhenPolicyCannotBeEnforced: when the rules of a pod cannot
+// be put in place, ADD fails with CNI error 11 (try again later) and tears
+// its attachments down: the pod never runs unprotected.
+func TestAddFailsWhenPolicyCannotBeEnforced(t *testing.T) {
+	rec := &recordingEnforcer{err: errors.New("nftables: boom")}
+	e := newEnv(t, func(o *envOptions) { o.NetworkPolicy = rec })
+	rec.e = e
+	e.bridgeNAD("blue")
+	pod := e.podWithNetworks("blue")
+	_, err := e.eng.Add(context.Background(), e.req(api.CmdAdd, "c1", pod))
+	var te *types.Error
+	if !errors.As(err, &te) || te.Code != types.ErrTryAgainLater {
+		t.Fatalf("ADD = %v, want CNI error 11", err)
+	}
+	e.wantLinks() // every attachment torn down
+	if r, err := e.store.Load("c1"); err != nil || len(r.Attachments) != 0 || r.Complete {
+		t.Errorf("record after the failed ADD: %+v, %v; want one with no attachments", r, err)
+	}
+}
