@@ -22,6 +22,9 @@ import (
 // pod's namespace, every namespace's labels and every pod as a peer.
 // Errors: rec's results cannot be read.
 func (c *Controller) compute(pod *corev1.Pod, rec *state.Record) (policy.Result, error) {
+	if objs, err := c.opts.Policies.GetIndexer().ByIndex(cache.NamespaceIndex, pod.Namespace); err == nil && len(objs) == 0 {
+		return policy.Result{}, nil // no policy in the namespace: nothing selects the pod
+	}
 	target, err := TargetPod(pod, rec)
 	if err != nil {
 		return policy.Result{}, err
