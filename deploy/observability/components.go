@@ -7,10 +7,17 @@ const (
 	Multinetd = "multinetd"
 	// Webhook is the admission webhook: server.RegisterMetrics.
 	Webhook = "multinet-webhook"
+	// DevicePlugin is the device plugin: deviceplugin.MetricCollectors.
+	DevicePlugin = "multinet-deviceplugin"
+	// DRADriver is the DRA driver: dra.MetricCollectors.
+	DRADriver = "multinet-dra-driver"
+	// IPAMCleanup is multinet-ipam-cleanup: ipamd.CleanupMetricCollectors.
+	// multinetd serves the same multinet_ipam_reconcile_* names for its own
+	// node's passes: queries about the cleanup select job="multinet-ipam-cleanup".
+	IPAMCleanup = "multinet-ipam-cleanup"
 	// KubeStateMetrics is kube-state-metrics, which an operator runs beside
-	// Prometheus: the device pools' capacity and allocatable, the pods'
-	// device requests and the multinetd DaemonSet's readiness come from it
-	// (multinet-deviceplugin and multinet-dra-driver serve no /metrics).
+	// Prometheus: the pods' device requests and the multinetd DaemonSet's
+	// readiness come from it.
 	KubeStateMetrics = "kube-state-metrics"
 	// Prometheus is Prometheus itself (up).
 	Prometheus = "prometheus"

@@ -33,6 +33,10 @@ type Panel struct {
 const (
 	nodeSel = `node=~"$node"`
 	rateWin = `[$__rate_interval]`
+	// cleanupSel selects multinet-ipam-cleanup's series of the
+	// multinet_ipam_reconcile_* names multinetd serves too (its PodMonitor
+	// sets the job from the pods' app.kubernetes.io/name).
+	cleanupSel = `job="` + IPAMCleanup + `"`
 )
 
 // quantiles returns p50/p90/p99 queries of histogram h (its base name),
@@ -124,6 +128,73 @@ var Panels = []Panel{
 		},
 	},
 	{
+		Title:       "Device plugin: devices by health",
+		Description: "Devices multinet-deviceplugin advertises to the kubelet, per node and resourceName, by health (Unhealthy: the kubelet does not allocate them).",
+		Component:   DevicePlugin, Unit: "short",
+		Queries: []Query{{
+			Expr:   `sum by (node, resource, health) (multinet_deviceplugin_devices{` + nodeSel + `})`,
+			Legend: "{{node}} {{resource}} {{health}}",
+		}},
+	},
+	{
+		Title:       "Device plugin: Allocate calls and ListAndWatch updates",
+		Description: "The kubelet's Allocate calls per second, per node and resourceName, by gRPC status code (OK; InvalidArgument: a device not in the pool), and the device lists sent over ListAndWatch (one per change of health or membership).",
+		Component:   DevicePlugin, Unit: "ops",
+		Queries: []Query{
+			{Expr: `sum by (node, resource, code) (rate(multinet_deviceplugin_allocations_total{` + nodeSel + `}` + rateWin + `))`, Legend: "Allocate {{node}} {{resource}} {{code}}"},
+			{Expr: `sum by (node, resource) (rate(multinet_deviceplugin_list_and_watch_updates_total{` + nodeSel + `}` + rateWin + `))`, Legend: "ListAndWatch {{node}} {{resource}}"},
+		},
+	},
+	{
+		Title:       "Device plugin: Allocate latency by percentile",
+		Description: "Time multinet-deviceplugin spent on one Allocate call, by resourceName.",
+		Component:   DevicePlugin, Unit: "s",
+		Queries: quantiles("multinet_deviceplugin_allocate_duration_seconds", nodeSel, "resource", "{{resource}}"),
+	},
+	{
+		Title:       "DRA driver: devices by health and prepared claims",
+		Description: "Devices multinet-dra-driver publishes in the node's ResourceSlices, per node and resourceName, by health (Unhealthy: published with a NoSchedule taint), and the ResourceClaims prepared on each node.",
+		Component:   DRADriver, Unit: "short",
+		Queries: []Query{
+			{Expr: `sum by (node, resource, health) (multinet_dra_devices{` + nodeSel + `})`, Legend: "{{node}} {{resource}} {{health}}"},
+			{Expr: `sum by (node) (multinet_dra_prepared_claims{` + nodeSel + `})`, Legend: "prepared claims {{node}}"},
+		},
+	},
+	{
+		Title:       "DRA driver: prepare latency by percentile",
+		Description: "Time multinet-dra-driver spent on one NodePrepareResources or NodeUnprepareResources call of the kubelet.",
+		Component:   DRADriver, Unit: "s",
+		Queries: quantiles("multinet_dra_operation_duration_seconds", nodeSel, "operation", "{{operation}}"),
+	},
+	{
+		Title:       "DRA driver: claims by result and ResourceSlice publishes",
+		Description: "ResourceClaims prepared and unprepared per second by result (error: the kubelet retries, the pod waits; docs/operations.md MultinetDRAPrepareFailures), and ResourceSlice publications by result.",
+		Component:   DRADriver, Unit: "ops",
+		Queries: []Query{
+			{Expr: `sum by (node, operation, result) (rate(multinet_dra_claims_total{` + nodeSel + `}` + rateWin + `))`, Legend: "{{node}} {{operation}} {{result}}"},
+			{Expr: `sum by (node, result) (rate(multinet_dra_resourceslice_publishes_total{` + nodeSel + `}` + rateWin + `))`, Legend: "publishes {{node}} {{result}}"},
+		},
+	},
+	{
+		Title:       "multinet-ipam-cleanup: releases and failures",
+		Description: "IPAllocations multinet-ipam-cleanup released per second by reason (pod-gone, claim-gone), examined, and left because their owner could not be checked or their release failed.",
+		Component:   IPAMCleanup, Unit: "ops",
+		Queries: []Query{
+			{Expr: `sum by (reason) (rate(multinet_ipam_released_total{` + cleanupSel + `}` + rateWin + `))`, Legend: "released {{reason}}"},
+			{Expr: `sum (rate(multinet_ipam_reconcile_checked_total{` + cleanupSel + `}` + rateWin + `))`, Legend: "examined"},
+			{Expr: `sum (rate(multinet_ipam_reconcile_failed_total{` + cleanupSel + `}` + rateWin + `))`, Legend: "failed"},
+		},
+	},
+	{
+		Title:       "multinet-ipam-cleanup: time since the last successful pass",
+		Description: "Seconds since multinet-ipam-cleanup's last pass over every node's IPAllocations ended without an error (a pass runs every --interval, 5 min ±50% as shipped; docs/operations.md MultinetIPAMCleanupNotSucceeding).",
+		Component:   IPAMCleanup, Unit: "s",
+		Queries: []Query{{
+			Expr:   `time() - max (multinet_ipam_reconcile_last_success_timestamp_seconds{` + cleanupSel + `} > 0)`,
+			Legend: "since the last success",
+		}},
+	},
+	{
 		Title:       "Admission decisions",
 		Description: "The webhook's decisions per second by handler and result (allowed, patched, denied, errored).",
 		Component:   Webhook, Unit: "ops",
@@ -142,7 +213,7 @@ func Dashboard() (dashboard.Dashboard, error) {
 	b := dashboard.NewDashboardBuilder("multinet").
 		Uid(DashboardUID).
 		Tags([]string{"multinet", "cni"}).
-		Description("multinet: CNI operations, slot waits, network-status PATCHes, hot-plug, multinet-ipam, devices, admission. Generated by deploy/observability (go run ./gen); runbooks in docs/operations.md.").
+		Description("multinet: CNI operations, slot waits, network-status PATCHes, hot-plug, multinet-ipam, devices (device plugin, DRA driver), multinet-ipam-cleanup, admission. Generated by deploy/observability (go run ./gen); runbooks in docs/operations.md.").
 		Refresh("30s").
 		Time("now-1h", "now").
 		Timezone(common.TimeZoneBrowser).

@@ -16,6 +16,13 @@ const (
 	// WebhookProbePort is the name of the webhook container's plain HTTP
 	// port of /healthz, /readyz and /metrics (--probe-bind-address).
 	WebhookProbePort = "probes"
+	// MetricsPort is the name of the metrics container port of
+	// multinet-deviceplugin (9391), multinet-dra-driver (9392) and
+	// multinet-ipam-cleanup (9393), their --metrics-address. The device
+	// plugin and the DRA driver run on the host network and ship
+	// 127.0.0.1 as multinetd does (docs/operations.md "Scraping the node
+	// components"); multinet-ipam-cleanup listens on its pod's network.
+	MetricsPort = "metrics"
 )
 
 // nameLabel is the pods' label naming the component; the PodMonitors take
@@ -23,10 +30,9 @@ const (
 // rules expect.
 const nameLabel = "app.kubernetes.io/name"
 
-// PodMonitors are a monitoring.coreos.com/v1 PodMonitor per component that
-// serves /metrics: multinetd and the webhook. multinet-deviceplugin,
-// multinet-dra-driver and multinet-ipam-cleanup serve none; their device
-// and pool state comes from kube-state-metrics. Every target gets a node
+// PodMonitors are a monitoring.coreos.com/v1 PodMonitor per component, each
+// serving /metrics: multinetd, the webhook, multinet-deviceplugin,
+// multinet-dra-driver and multinet-ipam-cleanup. Every target gets a node
 // label (the pod's node), the dashboard's node variable.
 func PodMonitors() []*monitoringv1.PodMonitor {
 	nodeLabel := []monitoringv1.RelabelConfig{{
@@ -35,10 +41,15 @@ func PodMonitors() []*monitoringv1.PodMonitor {
 		Action:       "replace",
 	}}
 	port := int32(MultinetdMetricsPort)
-	webhookPort := WebhookProbePort
+	named := func(name string) monitoringv1.PodMetricsEndpoint {
+		return monitoringv1.PodMetricsEndpoint{Port: &name, Path: "/metrics", Interval: "30s", RelabelConfigs: nodeLabel}
+	}
 	return []*monitoringv1.PodMonitor{
 		podMonitor(Multinetd, monitoringv1.PodMetricsEndpoint{PortNumber: &port, Path: "/metrics", Interval: "30s", RelabelConfigs: nodeLabel}),
-		podMonitor(Webhook, monitoringv1.PodMetricsEndpoint{Port: &webhookPort, Path: "/metrics", Interval: "30s", RelabelConfigs: nodeLabel}),
+		podMonitor(Webhook, named(WebhookProbePort)),
+		podMonitor(DevicePlugin, named(MetricsPort)),
+		podMonitor(DRADriver, named(MetricsPort)),
+		podMonitor(IPAMCleanup, named(MetricsPort)),
 	}
 }
 

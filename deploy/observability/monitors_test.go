@@ -3,9 +3,11 @@ package observability
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,11 +117,16 @@ func TestMonitorsValidAgainstOperatorCRDs(t *testing.T) {
 
 // TestPodMonitorsSelectShippedPods checks that each PodMonitor selects the
 // pods of its component as deploy/base labels them and scrapes a port
-// they serve /metrics on.
+// they serve /metrics on: a named container port whose number is the one
+// of the container's --metrics-address (or the webhook's
+// --probe-bind-address).
 func TestPodMonitorsSelectShippedPods(t *testing.T) {
 	base := map[string]string{
-		Multinetd: "../base/multinetd-daemonset.yaml",
-		Webhook:   "../base/webhook-deployment.yaml",
+		Multinetd:    "../base/multinetd-daemonset.yaml",
+		Webhook:      "../base/webhook-deployment.yaml",
+		DevicePlugin: "../base/deviceplugin-daemonset.yaml",
+		DRADriver:    "../base/dra-driver-daemonset.yaml",
+		IPAMCleanup:  "../base/ipam-cleanup.yaml",
 	}
 	for _, pm := range PodMonitors() {
 		file, ok := base[pm.Name]
@@ -127,11 +134,35 @@ func TestPodMonitorsSelectShippedPods(t *testing.T) {
 			t.Errorf("PodMonitor %s: no component of that name", pm.Name)
 			continue
 		}
-		b, err := os.ReadFile(file)
+		podLabels, spec := workloadPod(t, file)
+		sel, err := metav1.LabelSelectorAsSelector(&pm.Spec.Selector)
 		if err != nil {
 			t.Fatal(err)
 		}
+		if !sel.Matches(labels.Set(podLabels)) {
+			t.Errorf("PodMonitor %s: selector %v does not match the pods of %s (%v)", pm.Name, sel, file, podLabels)
+		}
+		if podLabels[pm.Spec.JobLabel] != pm.Name {
+			t.Errorf("PodMonitor %s: job label %s is %q on the pods, the rules expect job=%q", pm.Name, pm.Spec.JobLabel, podLabels[pm.Spec.JobLabel], pm.Name)
+		}
+		if ep := pm.Spec.PodMetricsEndpoints[0]; ep.Port != nil && !servesOnPort(spec, *ep.Port) {
+			t.Errorf("PodMonitor %s: port %q is not a container port of %s whose number its --metrics-address or --probe-bind-address serves", pm.Name, *ep.Port, file)
+		}
+	}
+}
+
+// workloadPod returns the pod template's labels and spec of the DaemonSet
+// or Deployment in file (a multi-document YAML file).
+func workloadPod(t *testing.T, file string) (map[string]string, corev1.PodSpec) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+	for {
 		var obj struct {
+			Kind string `json:"kind"`
 			Spec struct {
 				Template struct {
 					Metadata metav1.ObjectMeta `json:"metadata"`
@@ -139,31 +170,32 @@ func TestPodMonitorsSelectShippedPods(t *testing.T) {
 				} `json:"template"`
 			} `json:"spec"`
 		}
-		if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096).Decode(&obj); err != nil {
-			t.Fatalf("%s: %v", file, err)
+		if err := dec.Decode(&obj); err != nil {
+			t.Fatalf("%s: no DaemonSet or Deployment: %v", file, err)
 		}
-		sel, err := metav1.LabelSelectorAsSelector(&pm.Spec.Selector)
-		if err != nil {
-			t.Fatal(err)
+		if obj.Kind == "DaemonSet" || obj.Kind == "Deployment" {
+			return obj.Spec.Template.Metadata.Labels, obj.Spec.Template.Spec
 		}
-		podLabels := obj.Spec.Template.Metadata.Labels
-		if !sel.Matches(labels.Set(podLabels)) {
-			t.Errorf("PodMonitor %s: selector %v does not match the pods of %s (%v)", pm.Name, sel, file, podLabels)
-		}
-		if podLabels[pm.Spec.JobLabel] != pm.Name {
-			t.Errorf("PodMonitor %s: job label %s is %q on the pods, the rules expect job=%q", pm.Name, pm.Spec.JobLabel, podLabels[pm.Spec.JobLabel], pm.Name)
-		}
-		ep := pm.Spec.PodMetricsEndpoints[0]
-		if ep.Port != nil {
-			found := false
-			for _, c := range obj.Spec.Template.Spec.Containers {
-				for _, p := range c.Ports {
-					found = found || p.Name == *ep.Port
-				}
+	}
+}
+
+// servesOnPort reports whether a container of spec has a container port
+// named port whose number ends the address of its --metrics-address or
+// --probe-bind-address argument.
+func servesOnPort(spec corev1.PodSpec, port string) bool {
+	for _, c := range spec.Containers {
+		for _, p := range c.Ports {
+			if p.Name != port {
+				continue
 			}
-			if !found {
-				t.Errorf("PodMonitor %s: port %q is not a container port of %s", pm.Name, *ep.Port, file)
+			for _, a := range c.Args {
+				for _, flag := range []string{"--metrics-address=", "--probe-bind-address="} {
+					if addr, ok := strings.CutPrefix(a, flag); ok && strings.HasSuffix(addr, fmt.Sprintf(":%d", p.ContainerPort)) {
+						return true
+					}
+				}
 			}
 		}
 	}
+	return false
 }

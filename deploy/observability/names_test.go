@@ -11,6 +11,9 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/multinet/multinet/internal/devices/deviceplugin"
+	"github.com/multinet/multinet/internal/devices/dra"
+	"github.com/multinet/multinet/internal/ipam/ipamd"
 	"github.com/multinet/multinet/internal/node/daemon"
 	"github.com/multinet/multinet/internal/webhook/certs"
 	"github.com/multinet/multinet/internal/webhook/server"
@@ -78,8 +81,9 @@ var targetLabels = map[string]bool{"node": true, "job": true, "instance": true, 
 
 // componentFamilies builds each multinet component's metric families from
 // the collectors it really registers: multinetd's (daemon.MetricCollectors,
-// multinet-ipam's included) and the webhook's (server.RegisterMetrics and
-// the certificate manager's Registerer).
+// multinet-ipam's included), the webhook's (server.RegisterMetrics and
+// the certificate manager's Registerer), the device plugin's, the DRA
+// driver's and multinet-ipam-cleanup's.
 func componentFamilies(t *testing.T) map[string]recorder {
 	t.Helper()
 	mnd := recorder{}
@@ -94,7 +98,11 @@ func componentFamilies(t *testing.T) map[string]recorder {
 	}); err != nil {
 		t.Fatalf("webhook certificate metrics: %v", err)
 	}
-	return map[string]recorder{Multinetd: mnd, Webhook: wh}
+	dp, drv, cleanup := recorder{}, recorder{}, recorder{}
+	dp.MustRegister(deviceplugin.MetricCollectors()...)
+	drv.MustRegister(dra.MetricCollectors()...)
+	cleanup.MustRegister(ipamd.CleanupMetricCollectors()...)
+	return map[string]recorder{Multinetd: mnd, Webhook: wh, DevicePlugin: dp, DRADriver: drv, IPAMCleanup: cleanup}
 }
 
 // selector is one vector selector of an expression: its metric name and

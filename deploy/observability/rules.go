@@ -76,12 +76,27 @@ or sum by (namespace, pod) (up{job="multinetd"}) == 0`,
 		Description: "A multinetd pod has been unavailable (kube-state-metrics) or its /metrics unreachable (up == 0) for 10 minutes: pods on its node get no secondary networks, and their CNI DELs wait.",
 	},
 	{
-		Name: "MultinetDevicePoolUnhealthy", Components: []string{KubeStateMetrics},
-		Expr: `sum by (node, resource) (kube_node_status_capacity{resource=~"` + DeviceResourceRegex + `"})
-  - sum by (node, resource) (kube_node_status_allocatable{resource=~"` + DeviceResourceRegex + `"}) > 0`,
+		Name: "MultinetDevicePoolUnhealthy", Components: []string{DevicePlugin, DRADriver},
+		Expr: `sum by (node, resource) (multinet_deviceplugin_devices{health="Unhealthy"}) > 0
+or sum by (node, resource) (multinet_dra_devices{health="Unhealthy"}) > 0`,
 		For: 10 * time.Minute, Severity: "warning",
 		Summary:     "{{ $value }} devices of pool {{ $labels.resource }} are unhealthy on node {{ $labels.node }}.",
-		Description: "The kubelet counts {{ $value }} devices of {{ $labels.resource }} on node {{ $labels.node }} as unhealthy (capacity - allocatable, as multinet-deviceplugin reports them): pods requesting them stay Pending once the healthy ones are used.",
+		Description: "multinet-deviceplugin (Device Plugin API) or multinet-dra-driver (ResourceSlices, with a NoSchedule taint) has reported {{ $value }} devices of {{ $labels.resource }} on node {{ $labels.node }} unhealthy for 10 minutes: pods requesting them stay Pending once the healthy ones are used.",
+	},
+	{
+		Name: "MultinetDRAPrepareFailures", Components: []string{DRADriver},
+		Expr: `sum by (node) (rate(multinet_dra_claims_total{operation="NodePrepareResources", result="error"}[10m])) > 0`,
+		For:  15 * time.Minute, Severity: "warning",
+		Summary:     "multinet-dra-driver keeps failing to prepare ResourceClaims on node {{ $labels.node }}.",
+		Description: "multinet-dra-driver on node {{ $labels.node }} has answered NodePrepareResources with errors for 15 minutes ({{ $value | humanize }} claims/s): the kubelet retries, and the pods of those claims wait in ContainerCreating.",
+	},
+	{
+		Name: "MultinetIPAMCleanupNotSucceeding", Components: []string{IPAMCleanup, Prometheus},
+		Expr: `time() - max by (namespace) (multinet_ipam_reconcile_last_success_timestamp_seconds{job="multinet-ipam-cleanup"}) > 1800
+or sum by (namespace, pod) (up{job="multinet-ipam-cleanup"}) == 0`,
+		For: 15 * time.Minute, Severity: "warning",
+		Summary:     "multinet-ipam-cleanup has not completed a pass for 45 minutes ({{ $labels.namespace }}{{ $labels.pod }}).",
+		Description: "multinet-ipam-cleanup has not ended a pass over every node's IPAllocations without an error for 45 minutes, or its /metrics is unreachable: addresses of dead nodes' pods, of pods deleted without a CNI DEL and of deleted IPAMClaims stay allocated, and pools fill up.",
 	},
 	{
 		Name: "MultinetIPAMPoolExhausted", Components: []string{Multinetd},

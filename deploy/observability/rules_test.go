@@ -110,15 +110,43 @@ up{job="multinetd", namespace="multinet-system", pod="multinetd-x1"} 1+0x60
 up{job="other", namespace="multinet-system", pod="other"} 0+0x60`},
 	},
 	"MultinetDevicePoolUnhealthy": {
-		{name: "two devices of a pool unhealthy", series: `
-kube_node_status_capacity{node="n1", resource="multinet_io_netdev", unit="integer"} 4+0x60
-kube_node_status_allocatable{node="n1", resource="multinet_io_netdev", unit="integer"} 2+0x60`,
-			fire: []map[string]string{{"node": "n1", "resource": "multinet_io_netdev"}}},
-		{name: "every device healthy (another vendor's pool is not ours)", series: `
-kube_node_status_capacity{node="n1", resource="multinet_io_netdev", unit="integer"} 4+0x60
-kube_node_status_allocatable{node="n1", resource="multinet_io_netdev", unit="integer"} 4+0x60
-kube_node_status_capacity{node="n1", resource="example_com_gpu", unit="integer"} 8+0x60
-kube_node_status_allocatable{node="n1", resource="example_com_gpu", unit="integer"} 4+0x60`},
+		{name: "the device plugin reports two devices of a pool unhealthy", series: `
+multinet_deviceplugin_devices{node="n1", resource="multinet.io/netdev", health="Healthy"} 2+0x60
+multinet_deviceplugin_devices{node="n1", resource="multinet.io/netdev", health="Unhealthy"} 2+0x60
+multinet_deviceplugin_devices{node="n2", resource="multinet.io/netdev", health="Unhealthy"} 0+0x60`,
+			fire: []map[string]string{{"node": "n1", "resource": "multinet.io/netdev"}}},
+		{name: "the DRA driver publishes a device tainted", series: `
+multinet_dra_devices{node="n2", resource="multinet.io/netdev-dra", health="Healthy"} 1+0x60
+multinet_dra_devices{node="n2", resource="multinet.io/netdev-dra", health="Unhealthy"} 1+0x60`,
+			fire: []map[string]string{{"node": "n2", "resource": "multinet.io/netdev-dra"}}},
+		{name: "every device healthy, or unhealthy only briefly", series: `
+multinet_deviceplugin_devices{node="n1", resource="multinet.io/netdev", health="Healthy"} 4+0x60
+multinet_deviceplugin_devices{node="n1", resource="multinet.io/netdev", health="Unhealthy"} 0+0x60
+multinet_dra_devices{node="n1", resource="multinet.io/netdev-dra", health="Unhealthy"} 0+0x50 1 1 1 0 0 0 0 0 0 0`},
+	},
+	"MultinetDRAPrepareFailures": {
+		{name: "prepares keep failing", series: `
+multinet_dra_claims_total{node="n1", operation="NodePrepareResources", result="ok"} 0+1x60
+multinet_dra_claims_total{node="n1", operation="NodePrepareResources", result="error"} 0+2x60
+multinet_dra_claims_total{node="n2", operation="NodePrepareResources", result="error"} 0+0x60`,
+			fire: []map[string]string{{"node": "n1"}}},
+		{name: "a device not back in the host yet: a few retried prepares, then success", series: `
+multinet_dra_claims_total{node="n1", operation="NodePrepareResources", result="ok"} 0+1x60
+multinet_dra_claims_total{node="n1", operation="NodePrepareResources", result="error"} 0+1x5 5+0x55
+multinet_dra_claims_total{node="n1", operation="NodeUnprepareResources", result="error"} 0+1x60`},
+	},
+	"MultinetIPAMCleanupNotSucceeding": {
+		{name: "passes stopped succeeding after the first", series: `
+multinet_ipam_reconcile_last_success_timestamp_seconds{job="multinet-ipam-cleanup", namespace="multinet-system", pod="c-1"} 60+0x60
+up{job="multinet-ipam-cleanup", namespace="multinet-system", pod="c-1"} 1+0x60`,
+			fire: []map[string]string{{"namespace": "multinet-system"}}},
+		{name: "its /metrics unreachable", series: `
+up{job="multinet-ipam-cleanup", namespace="multinet-system", pod="c-1"} 0+0x60`,
+			fire: []map[string]string{{"namespace": "multinet-system", "pod": "c-1"}}},
+		{name: "a pass succeeds every 5 minutes, the first 5 minutes after the start", series: `
+multinet_ipam_reconcile_last_success_timestamp_seconds{job="multinet-ipam-cleanup", namespace="multinet-system", pod="c-1"} 0 0 0 0 0 300+0x4 600+0x4 900+0x4 1200+0x4 1500+0x4 1800+0x4 2100+0x4 2400+0x4 2700+0x4 3000+0x4 3300+0x4 3600+0x4
+up{job="multinet-ipam-cleanup", namespace="multinet-system", pod="c-1"} 1+0x60
+multinet_ipam_reconcile_last_success_timestamp_seconds{job="multinetd", namespace="multinet-system", pod="d-1"} 0+0x60`},
 	},
 	"MultinetIPAMPoolExhausted": {
 		{name: "ADDs answered try again later", series: `
