@@ -204,7 +204,16 @@ func (n clusterNode) httpGet(ctx context.Context, url string) string {
 // be read proves nothing.
 func (n clusterNode) daemonMetrics(t *testing.T) string {
 	t.Helper()
-	const url = "http://127.0.0.1:9390/metrics"
+	return n.loopbackMetrics(t, "multinetd", 9390)
+}
+
+// loopbackMetrics returns the /metrics of the host-network component that
+// serves them on the node's 127.0.0.1:port (multinetd 9390,
+// multinet-deviceplugin 9391, multinet-dra-driver 9392), failing the test
+// when they cannot be read, or hold no multinet_ metric, within 10 s.
+func (n clusterNode) loopbackMetrics(t *testing.T, component string, port int) string {
+	t.Helper()
+	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
 	ctx := testContext(t, 15*time.Second)
 	var body string
 	var last error
@@ -233,7 +242,7 @@ func (n clusterNode) daemonMetrics(t *testing.T) string {
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("node %s: multinetd's metrics (%s) cannot be read: %v (last: %v)", n.Name, url, err, last)
+		t.Fatalf("node %s: %s's metrics (%s) cannot be read: %v (last: %v)", n.Name, component, url, err, last)
 	}
 	return body
 }
