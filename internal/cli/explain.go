@@ -39,7 +39,10 @@ to, the interface name, the runtimeConfig (capability args) and args.cni each
 attachment gets, the device resource, and why an attachment would fail
 (missing NetworkAttachmentDefinition, unusable spec.config, a capability no
 plugin declares, namespace isolation, an invalid annotation, missing device
-requests). The pod's current network-status is shown too. The verdict is the
+requests). The pod's current network-status is shown too, and its network
+policy: per interface, the MultiNetworkPolicies that select it and the
+effective rules, computed as multinetd computes what it writes into the pod's
+network namespace, and what cannot be enforced. The verdict is the
 one multinetd and the admission webhook reach, given the flags that mirror
 multinetd's configuration (--namespace-isolation, --global-namespaces,
 --default-networks, --system-namespaces).
@@ -88,7 +91,7 @@ func (o *explainOptions) run(ctx context.Context, s Streams, name string) error 
 		return failed(fmt.Errorf("get pod %s/%s: %w", c.Namespace, name, err))
 	}
 	opts := explain.Options{DefaultNetworks: policy.DefaultNetworks, SystemNamespaces: policy.SystemNamespaces, UndeclaredCapabilities: policy.UndeclaredCapabilities,
-		MaxSelectionElements: policy.MaxSelectionElements}
+		MaxSelectionElements: policy.MaxSelectionElements, Policies: policySource(c)}
 	if o.policy.isolationSet() {
 		opts.Isolation = &policy.Isolation
 	}

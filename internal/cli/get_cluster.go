@@ -12,6 +12,7 @@ import (
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	nadclient "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/k8s.cni.cncf.io/v1"
+	policyclient "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/k8s.cni.cncf.io/v1beta2"
 )
 
 // ExitFailed is the exit status of get and explain when they cannot do their
@@ -31,6 +32,9 @@ type clusterClients struct {
 	// NADs is the generated k8s.cni.cncf.io/v1 client, for the same reason
 	// not the whole generated clientset.
 	NADs nadclient.NetworkAttachmentDefinitionsGetter
+	// Policies is the generated k8s.cni.cncf.io/v1beta2 client
+	// (MultiNetworkPolicies); nil: explain shows no network policy.
+	Policies policyclient.MultiNetworkPoliciesGetter
 	// Namespace is -n, else the kubeconfig context's namespace, else "default".
 	Namespace string
 	// Timeout bounds each API call.
@@ -75,7 +79,11 @@ func clientsFrom(cf *genericclioptions.ConfigFlags) clientsFunc {
 		if err != nil {
 			return nil, fmt.Errorf("NetworkAttachmentDefinition client: %w", err)
 		}
-		return &clusterClients{Core: core, NADs: nads, Namespace: ns, Timeout: timeout}, nil
+		policies, err := policyclient.NewForConfig(config)
+		if err != nil {
+			return nil, fmt.Errorf("MultiNetworkPolicy client: %w", err)
+		}
+		return &clusterClients{Core: core, NADs: nads, Policies: policies, Namespace: ns, Timeout: timeout}, nil
 	}
 }
 

@@ -71,6 +71,9 @@ type Options struct {
 	// order of preference; nil means the daemon's default (the spec's key,
 	// then the legacy one).
 	ResourceNameKeys []string
+	// Policies reads the MultiNetworkPolicies and what their rules depend
+	// on; nil: the pod's network policy is not explained.
+	Policies PolicySource
 }
 
 // Explanation is what multinetd would run for one pod. JSON: the field tags;
@@ -103,6 +106,9 @@ type Explanation struct {
 	// NetworkStatusError says why the network-status annotation does not
 	// decode.
 	NetworkStatusError string `json:"networkStatusError,omitempty"`
+	// NetworkPolicy is, per interface, the MultiNetworkPolicies that select
+	// it and the effective rules; nil when not asked for (Options.Policies).
+	NetworkPolicy *NetworkPolicy `json:"networkPolicy,omitempty"`
 	// OK is true when nothing visible from the API would make the ADD fail:
 	// Errors is empty and no attachment has an Error.
 	OK bool `json:"ok"`
@@ -194,6 +200,9 @@ func Explain(ctx context.Context, pod *corev1.Pod, get NADGetter, opts Options) 
 	}
 	e.matchStatus()
 	x := e.x
+	if opts.Policies != nil {
+		x.NetworkPolicy = explainPolicy(ctx, pod, opts.Policies)
+	}
 	x.OK = len(x.Errors) == 0
 	for _, a := range x.allAttachments() {
 		x.OK = x.OK && a.Error == ""

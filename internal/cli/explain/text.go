@@ -41,6 +41,9 @@ func WriteText(w io.Writer, x *Explanation) error {
 	default:
 		b.WriteString("Network status: <none>\n")
 	}
+	if x.NetworkPolicy != nil {
+		writePolicy(&b, x.NetworkPolicy)
+	}
 	b.WriteString("Result:    " + result(x) + "\n")
 	_, err := io.WriteString(w, b.String())
 	return err

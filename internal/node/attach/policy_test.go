@@ -3,6 +3,7 @@ package attach
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -11,7 +12,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/multinet/multinet/internal/node/cniserver/api"
+	"github.com/multinet/multinet/internal/node/policysync"
 	"github.com/multinet/multinet/internal/node/state"
+	"github.com/multinet/multinet/pkg/spec/policy"
+	"github.com/multinet/multinet/pkg/spec/status"
 )
 
 // recordingEnforcer is a PolicyEnforcer that records what it is called
@@ -95,8 +99,7 @@ func TestAddEnforcesNetworkPolicyBeforeAnswering(t *testing.T) {
 	}
 
 	// A hot-plug puts the rules in place for the new attachment too.
-	nad2 := "green"
-	e.bridgeNAD(nad2)
+	e.bridgeNAD("green")
 	pod, _ = e.mustHotPlug(pod, "blue,green")
 	if enforced, _ = rec.calls(); len(enforced) != 2 || !slices.Contains(enforced[1].ifNames, "net2") {
 		t.Errorf("after hot-plugging green: Enforce calls %+v, want a second one with net2", enforced)
@@ -127,3 +130,44 @@ func TestAddFailsWhenPolicyCannotBeEnforced(t *testing.T) {
 		t.Errorf("record after the failed ADD: %+v, %v; want one with no attachments", r, err)
 	}
 }
+
+// TestPolicyTargetIsThePublishedStatus: the pod multinetd computes rules
+// for during ADD (policysync.TargetPod, from the record) is the pod
+// kubectl multinet explain computes them for (policy.PodFromObject of the
+// network-status ADD publishes), attachment for attachment: explain cannot
+// show rules other than those multinetd writes.
+func TestPolicyTargetIsThePublishedStatus(t *testing.T) {
+	var rec *state.Record
+	enf := enforcerFunc(func(_ context.Context, _ *corev1.Pod, r *state.Record) error { rec = r; return nil })
+	e := newEnv(t, func(o *envOptions) { o.NetworkPolicy = enf })
+	e.bridgeNAD("blue")
+	e.bridgeNAD("green")
+	pod := e.podWithNetworks(`[{"name":"blue"},{"name":"green","interface":"g0","default-route":[]}]`)
+	pod.Labels = map[string]string{"app": "web"}
+	e.add("c1", pod)
+
+	fromRecord, err := policysync.TargetPod(pod, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	published := pod.DeepCopy()
+	value, err := status.Encode(e.networkStatus(pod))
+	if err != nil {
+		t.Fatal(err)
+	}
+	published.Annotations[status.Annotation] = value
+	fromStatus, err := policy.PodFromObject(published)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fromRecord.Attachments) != 2 || !reflect.DeepEqual(fromRecord, fromStatus) {
+		t.Errorf("multinetd's target %+v\nexplain's target  %+v", fromRecord, fromStatus)
+	}
+}
+
+type enforcerFunc func(ctx context.Context, pod *corev1.Pod, rec *state.Record) error
+
+func (f enforcerFunc) Enforce(ctx context.Context, pod *corev1.Pod, rec *state.Record) error {
+	return f(ctx, pod, rec)
+}
+func (enforcerFunc) Release(context.Context, string, string) error { return nil }
