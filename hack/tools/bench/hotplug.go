@@ -129,9 +129,21 @@ func (c *cluster) timeHotPlug(ctx context.Context, h *netlink.Handle, networks, 
 // runPod creates a pod that runs (busybox sleeping) selecting networks
 // and waits until it runs with network-status.
 func (c *cluster) runPod(ctx context.Context, name, networks string) error {
+	if _, err := c.kube.CoreV1().Pods(c.ns).Create(ctx, c.runningPod(name, labels(), networks), metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create pod %s: %w", name, err)
+	}
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+		p, err := c.kube.CoreV1().Pods(c.ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodRunning && p.Annotations[status.Annotation] != "", nil
+	})
+}
+
+// runningPod is a pod the kubelet runs on the node (busybox sleeping),
+// with labels, selecting networks.
+func (c *cluster) runningPod(name string, l map[string]string, networks string) *corev1.Pod {
 	var grace int64
-	_, err := c.kube.CoreV1().Pods(c.ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels(),
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l,
 			Annotations: map[string]string{"k8s.v1.cni.cncf.io/networks": networks}},
 		Spec: corev1.PodSpec{
 			NodeName:                      c.node,
@@ -139,14 +151,7 @@ func (c *cluster) runPod(ctx context.Context, name, networks string) error {
 			Containers: []corev1.Container{{Name: "c", Image: c.image, ImagePullPolicy: corev1.PullNever,
 				Command: []string{"sleep", "3600"}}},
 		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		return fmt.Errorf("create pod %s: %w", name, err)
 	}
-	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
-		p, err := c.kube.CoreV1().Pods(c.ns).Get(ctx, name, metav1.GetOptions{})
-		return err == nil && p.Status.Phase == corev1.PodRunning && p.Annotations[status.Annotation] != "", nil
-	})
 }
 
 // deletePodAndRecord deletes pod name and waits until multinetd has no

@@ -10,17 +10,24 @@ import (
 	"os"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 
 	"github.com/multinet/multinet/api/k8s.cni.cncf.io/v1beta2"
 	mnpclient "github.com/multinet/multinet/pkg/client/clientset/versioned/typed/k8s.cni.cncf.io/v1beta2"
+	"github.com/multinet/multinet/pkg/spec/status"
 )
 
 // The policy phase (docs/bench.md "Network policy"): -policy-pods pods
-// (as many as fit) attached to both bench networks through multinet, and
-// -policy-count MultiNetworkPolicies for both networks. Pod i is in group
+// (as many as the node takes) running on the node with both bench
+// networks, and -policy-count MultiNetworkPolicies for both networks. They
+// are real pods (the kubelet makes their sandboxes through multinet):
+// multinetd's peers are the pods that have not finished, so the other
+// phases' pods, which the kubelet rejects (phase Failed), would be no one's
+// peer and their label changes would not reach multinetd. Pod i is in group
 // i mod count (label policyGroupLabel), except the last policyMovers pods,
 // which start idle (no policy selects them nor names them as a peer).
 // Policy k selects group k, allows ingress from group k+1 (and an ipBlock)
@@ -47,7 +54,7 @@ type policyOptions struct {
 
 // policyFlags registers the policy phase's flags.
 func policyFlags(o *policyOptions) {
-	flag.IntVar(&o.pods, "policy-pods", 300, "pods attached to both bench networks for the policy phase (fewer when the default network's or the bench networks' subnets cannot hold them; 0 skips the phase)")
+	flag.IntVar(&o.pods, "policy-pods", 300, "pods running on the node with both bench networks for the policy phase (fewer when the kubelet's maxPods or the subnets cannot hold them; 0 skips the phase)")
 	flag.IntVar(&o.count, "policy-count", 50, "MultiNetworkPolicies of the policy phase")
 	flag.IntVar(&o.changes, "policy-changes", 100, "label changes timed to rules in place (half select a pod, half unselect it)")
 	flag.IntVar(&o.adds, "policy-adds", 100, "ADDs each of a selected and of an unselected pod, alternated")
@@ -75,10 +82,11 @@ type policyResult struct {
 	addSelected, addIdle      dist
 }
 
-// policyPod is one attached pod of the phase.
+// policyPod is one running pod of the phase.
 type policyPod struct {
-	sb    *sandbox
-	group int // -1: idle
+	name  string
+	netns string // its sandbox's network namespace (multinetd's record)
+	group int    // -1: idle
 }
 
 // groupName is the label value of group g (-1: idle).
@@ -89,13 +97,27 @@ func groupName(g int) string {
 	return fmt.Sprintf("g%02d", g)
 }
 
-// policyFit returns how many pods fit (at most want): the free addresses
-// of the default network's host-local subnet (POD_CIDR) and of the bench
-// networks' subnets, less room for the ADD timing and the cluster's own
-// pods; and why, when fewer.
-func (b *bench) policyFit(want int) (int, string) {
-	const margin = 10
+// policyFit returns how many pods fit (at most want), and why when fewer:
+// the node's pod slots (the kubelet's maxPods less the pods it runs) and
+// the free addresses of the default network's host-local subnet
+// (POD_CIDR) and of the bench networks' subnets, each less a margin for
+// the ADD timing and the cluster's own pods.
+func (b *bench) policyFit(ctx context.Context, want int) (int, string, error) {
+	const margin = 5
 	n, why := want, ""
+	node, err := b.c.kube.CoreV1().Nodes().Get(ctx, b.e.node, metav1.GetOptions{})
+	if err != nil {
+		return 0, "", err
+	}
+	onNode, err := b.c.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + b.e.node +
+		",status.phase!=Succeeded,status.phase!=Failed"})
+	if err != nil {
+		return 0, "", err
+	}
+	maxPods := int(node.Status.Allocatable.Pods().Value())
+	if f := maxPods - len(onNode.Items) - margin; f < n {
+		n, why = f, fmt.Sprintf("node %s takes %d pods (the kubelet's maxPods) and runs %d", b.e.node, maxPods, len(onNode.Items))
+	}
 	free := func(cidr string, used int) int {
 		p, err := netip.ParsePrefix(cidr)
 		if err != nil || !p.Addr().Is4() {
@@ -106,7 +128,7 @@ func (b *bench) policyFit(want int) (int, string) {
 	if cidr := os.Getenv("POD_CIDR"); cidr != "" && b.defaultIPAMDir != "" {
 		used := len(hostLocalOwned(b.defaultIPAMDir, func(string) bool { return true }))
 		if f := free(cidr, used) - margin; f < n {
-			n, why = f, fmt.Sprintf("the default network's subnet %s (POD_CIDR) has %d free addresses, %d kept for the ADD timing and the cluster's pods", cidr, f+margin, margin)
+			n, why = f, fmt.Sprintf("the default network's subnet %s (POD_CIDR) has %d free addresses", cidr, f+margin)
 		}
 	}
 	for _, s := range b.o.subnets {
@@ -114,7 +136,10 @@ func (b *bench) policyFit(want int) (int, string) {
 			n, why = f, fmt.Sprintf("the bench network subnet %s (-subnets) holds %d pods", s, f+margin)
 		}
 	}
-	return max(n, 0), why
+	if why != "" {
+		why += fmt.Sprintf(", less %d kept free", margin)
+	}
+	return max(n, 0), why, nil
 }
 
 // policyPhase runs the policy phase (see the top of this file).
@@ -122,7 +147,10 @@ func (b *bench) policyPhase(ctx context.Context) error {
 	r := &b.res.policy
 	po := b.o.policy
 	r.requested, r.policies = po.pods, po.count
-	r.pods, r.fit = b.policyFit(po.pods)
+	var err error
+	if r.pods, r.fit, err = b.policyFit(ctx, po.pods); err != nil {
+		return err
+	}
 	if r.pods < po.count+policyMovers {
 		return fmt.Errorf("policy phase: only %d pods fit (%s); want at least %d", r.pods, r.fit, po.count+policyMovers)
 	}
@@ -130,10 +158,10 @@ func (b *bench) policyPhase(ctx context.Context) error {
 		logf("policy: %d of %d pods fit: %s", r.pods, po.pods, r.fit)
 	}
 	pods, err := b.policyAttach(ctx, r.pods)
+	defer b.policyDetach(context.WithoutCancel(ctx), pods)
 	if err != nil {
 		return err
 	}
-	defer b.policyDetach(context.WithoutCancel(ctx), pods)
 	time.Sleep(3 * time.Second)
 	if r.rssWithout, err = readMemory(b.pid); err != nil {
 		return err
@@ -158,39 +186,57 @@ func (b *bench) policyPhase(ctx context.Context) error {
 	return b.policyAdds(ctx)
 }
 
-// policyAttach creates the phase's n API pods and attaches each through
-// multinet on a fresh sandbox, ten at a time.
+// policyAttach creates the phase's n pods on the node, at once, and waits
+// until each runs with network-status; it finds their network namespaces
+// in multinetd's records.
 func (b *bench) policyAttach(ctx context.Context, n int) ([]*policyPod, error) {
 	count := b.o.policy.count
-	names := make([]string, n)
-	groups := make([]int, n)
-	for i := range names {
-		names[i], groups[i] = fmt.Sprintf("mnp-%03d", i), i%count
-		if i >= n-policyMovers {
-			groups[i] = -1
-		}
-	}
-	logf("policy: %d pods on both bench networks, %d of them idle", n, policyMovers)
-	refs, err := b.c.createPodsNamed(ctx, names, func(i int) map[string]string {
-		return map[string]string{policyGroupLabel: groupName(groups[i])}
-	}, b.nets[0].name+","+b.nets[1].name)
-	if err != nil {
-		return nil, err
-	}
 	pods := make([]*policyPod, n)
-	for i, ref := range refs {
-		sb, err := b.newSandbox(ctx, ref)
-		if err != nil {
-			return nil, err
+	for i := range pods {
+		pods[i] = &policyPod{name: fmt.Sprintf("mnp-%03d", i), group: i % count}
+		if i >= n-policyMovers {
+			pods[i].group = -1
 		}
-		pods[i] = &policyPod{sb: sb, group: groups[i]}
 	}
-	err = parallel(n, 10, func(i int) error { _, err := b.multinet.add(ctx, pods[i].sb); return err })
-	return pods, err
+	logf("policy: %d pods running on node %s with both bench networks, %d of them idle", n, b.e.node, policyMovers)
+	networks := b.nets[0].name + "," + b.nets[1].name
+	err := parallel(n, 10, func(i int) error {
+		l := labels()
+		l[policyGroupLabel] = groupName(pods[i].group)
+		_, err := b.c.kube.CoreV1().Pods(b.o.namespace).Create(ctx, b.c.runningPod(pods[i].name, l, networks), metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		return pods, fmt.Errorf("policy: create pods: %w", err)
+	}
+	start := time.Now()
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := b.c.kube.CoreV1().Pods(b.o.namespace).List(ctx, metav1.ListOptions{LabelSelector: policyGroupLabel})
+		if err != nil {
+			return false, nil
+		}
+		running := 0
+		for _, p := range list.Items {
+			if p.Status.Phase == corev1.PodRunning && p.Annotations[status.Annotation] != "" {
+				running++
+			}
+		}
+		return running == n, nil
+	})
+	if err != nil {
+		return pods, fmt.Errorf("policy: %d pods not all running with network-status within 5 min: %w", n, err)
+	}
+	logf("policy: %d pods running in %v", n, time.Since(start).Round(time.Second))
+	for _, p := range pods {
+		if p.netns, err = b.podNetns(p.name); err != nil {
+			return pods, err
+		}
+	}
+	return pods, nil
 }
 
-// policyDetach deletes the policies, then DELs the pods' sandboxes (ten at
-// a time) and removes their netns.
+// policyDetach deletes the policies, then the pods, and waits until
+// multinetd holds no record of them.
 func (b *bench) policyDetach(ctx context.Context, pods []*policyPod) {
 	if client, err := mnpclient.NewForConfig(b.c.rest); err == nil {
 		err = client.MultiNetworkPolicies(b.o.namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
@@ -198,13 +244,11 @@ func (b *bench) policyDetach(ctx context.Context, pods []*policyPod) {
 			logf("warning: delete the bench policies: %v", err)
 		}
 	}
-	err := parallel(len(pods), 10, func(i int) error { _, err := b.multinet.del(ctx, pods[i].sb); return err })
+	err := parallel(len(pods), 10, func(i int) error {
+		return b.c.deletePodAndRecord(ctx, pods[i].name, b.recordsDir())
+	})
 	if err != nil {
-		logf("warning: policy phase DEL: %v", err)
-	}
-	for _, p := range pods {
-		b.checkReleased(b.multinet, p.sb)
-		_ = b.netns.del(p.sb.netns)
+		logf("warning: policy phase: delete pods: %v", err)
 	}
 }
 
@@ -257,11 +301,11 @@ func (b *bench) policyInitialSync(pods []*policyPod) error {
 	pending := append([]*policyPod(nil), pods...)
 	for len(pending) > 0 {
 		if time.Since(start) > 2*policyWithin {
-			return fmt.Errorf("policy: %d pods without their rules %v after the policies were created (e.g. %s)", len(pending), 2*policyWithin, pending[0].sb.pod.name)
+			return fmt.Errorf("policy: %d pods without their rules %v after the policies were created (e.g. %s)", len(pending), 2*policyWithin, pending[0].name)
 		}
 		var next []*policyPod
 		for _, p := range pending {
-			st, err := readTable(p.sb.path)
+			st, err := readTable(p.netns)
 			if err != nil {
 				return err
 			}
@@ -274,7 +318,7 @@ func (b *bench) policyInitialSync(pods []*policyPod) error {
 	}
 	r.initialSync = time.Since(start)
 	for _, p := range pods {
-		st, err := readTable(p.sb.path)
+		st, err := readTable(p.netns)
 		if err != nil {
 			return err
 		}
@@ -288,10 +332,10 @@ func (b *bench) policyInitialSync(pods []*policyPod) error {
 	return nil
 }
 
-// patchGroup sets pod's group label.
-func (b *bench) patchGroup(ctx context.Context, pod podRef, group string) error {
+// patchGroup sets pod name's group label.
+func (b *bench) patchGroup(ctx context.Context, name, group string) error {
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{policyGroupLabel: group}}})
-	_, err := b.c.kube.CoreV1().Pods(pod.namespace).Patch(ctx, pod.name, types.MergePatchType, patch, metav1.PatchOptions{})
+	_, err := b.c.kube.CoreV1().Pods(b.o.namespace).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 	return err
 }
 

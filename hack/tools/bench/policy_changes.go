@@ -79,21 +79,21 @@ func (b *bench) timeChange(ctx context.Context, pods []*policyPod, m *policyPod,
 	peers := affected(pods, k, b.o.policy.count)
 	before := make(map[*policyPod]string, len(peers))
 	for _, p := range peers {
-		st, err := readTable(p.sb.path)
+		st, err := readTable(p.netns)
 		if err != nil {
 			return err
 		}
 		before[p] = st.fingerprint
 	}
 	start := time.Now()
-	if err := b.patchGroup(ctx, m.sb.pod, groupName(to)); err != nil {
-		return fmt.Errorf("label pod %s: %w", m.sb.pod.name, err)
+	if err := b.patchGroup(ctx, m.name, groupName(to)); err != nil {
+		return fmt.Errorf("label pod %s: %w", m.name, err)
 	}
 	m.group = to
 	var self time.Duration
 	for time.Since(start) < policyWithin {
 		if self == 0 {
-			st, err := readTable(m.sb.path)
+			st, err := readTable(m.netns)
 			if err != nil {
 				return err
 			}
@@ -102,7 +102,7 @@ func (b *bench) timeChange(ctx context.Context, pods []*policyPod, m *policyPod,
 			}
 		}
 		for p, fp := range before {
-			st, err := readTable(p.sb.path)
+			st, err := readTable(p.netns)
 			if err != nil {
 				return err
 			}
@@ -118,7 +118,7 @@ func (b *bench) timeChange(ctx context.Context, pods []*policyPod, m *policyPod,
 	}
 	r.late++
 	logf("policy: moving %s to %s: rules not in place within %v (moved pod done: %v; %d of %d affected pods unchanged)",
-		m.sb.pod.name, groupName(to), policyWithin, self != 0, len(before), len(peers))
+		m.name, groupName(to), policyWithin, self != 0, len(before), len(peers))
 	return nil
 }
 

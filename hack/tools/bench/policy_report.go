@@ -46,17 +46,20 @@ func meanInt(v []int) string {
 }
 
 // policyLegend describes the policy rows (markdown's "Rows:" list).
-const policyLegend = `- policy (-policy-pods, -policy-count, -policy-changes, -policy-adds; hack/tools/bench/policy.go): API pods bound to
-  the node (rejected by the kubelet, as the other phases' pods) attached through multinet on fresh sandboxes to both
-  bench networks, ten at a time; as many as the default network's subnet (POD_CIDR) and the bench subnets hold, less
-  10. Pod i is in group i mod -policy-count; the last 10 start idle. Policy k, for both networks, selects group k,
-  allows ingress from group k+1 and an ipBlock with an except on TCP 8080 and UDP 5000-5100, and egress to group k+2
-  on TCP 443. "Rules in place" is read from the sandboxes' network namespaces (multinetd's nftables table, through
-  netlink): present in every grouped pod and in no idle one after the policies are created; for a label change (an
-  idle pod moved into group k, or back), from just before the label PATCH until the moved pod's table is there (or
-  gone), and until the table of every pod of groups k-1 and k-2 (whose rules name group k) changed, polled every 5 ms
-  (the polling runs in the bench, beside multinetd). CPU: multinetd's utime + stime over the changes, less its idle
-  rate over 5 s before them, per change. Rules and set elements: of each selected pod's table after the initial sync.
-  RSS: VmRSS with the pods attached, before the policies and 3 s after the initial sync. ADD of a selected pod
-  (group 0) and of an unselected one (idle), alternated, each on a fresh sandbox as the ADD/DEL rows.
+const policyLegend = `- policy (-policy-pods, -policy-count, -policy-changes, -policy-adds; hack/tools/bench/policy.go): pods running on
+  the node (busybox; the kubelet makes their sandboxes through multinet) on both bench networks, made ten at a time;
+  as many as the node takes (the kubelet's maxPods less the pods it runs) and the default network's subnet
+  (POD_CIDR) and the bench subnets hold, less 5 each. Real pods, not the other phases' rejected ones: multinetd's
+  peers are the pods that have not finished. Pod i is in group i mod -policy-count; the last 10 start idle.
+  Policy k, for both networks, selects group k, allows ingress from group k+1 and an ipBlock with an except on TCP
+  8080 and UDP 5000-5100, and egress to group k+2 on TCP 443. "Rules in place" is read from the pods' network
+  namespaces (multinetd's nftables table, through netlink): present in every grouped pod and in no idle one after the
+  policies are created; for a label change (an idle pod moved into group k, or back), from just before the label
+  PATCH until the moved pod's table is there (or gone), and until the table of every pod of groups k-1 and k-2
+  (whose rules name group k) changed, polled every 5 ms (the polling runs in the bench, beside multinetd). CPU:
+  multinetd's utime + stime over the changes, less its idle rate over 5 s before them, per change. Rules and set
+  elements: of each selected pod's table after the initial sync. RSS: VmRSS with the pods running, before the
+  policies and 3 s after the initial sync. ADD of a selected pod (group 0) and of an unselected one (idle),
+  alternated, each on a fresh sandbox of a rejected pod as the ADD/DEL rows (multinetd reads such a pod with one
+  GET, both kinds alike, since its peer view leaves out finished pods).
 `
