@@ -88,7 +88,8 @@ func apply(t *testing.T, n ns.NetNS, target policy.Pod, policies ...*v1beta2.Mul
 
 // TestIngress: a pod selected for net1 receives on net1 only what the
 // union of the policies' ingress rules allows (pod selector with TCP ports,
-// an endPort range, UDP; an ipBlock with except and a named port), over
+// an endPort range, UDP; an ipBlock with except and a named port; every
+// address but one), over
 // IPv4 and IPv6; its eth0 and net2 are untouched. It fails without the
 // rules (every refused flow goes through) and with the reference
 // implementation's reading of except (a DROP that would refuse the good
@@ -101,7 +102,10 @@ func TestIngress(t *testing.T) {
 		{"client", "tcp", "10.1.0.2", "10.1.0.1", 8081, false},
 		{"client", "tcp", "10.1.0.2", "10.1.0.1", 9000, true},
 		{"client", "tcp", "fd00:1::2", "fd00:1::1", 9001, true},
-		{"client", "tcp", "10.1.0.2", "10.1.0.1", 9002, false},
+		{"client", "tcp", "10.1.0.2", "10.1.0.1", 9002, false},   // except of every address
+		{"client", "tcp", "fd00:1::2", "fd00:1::1", 9002, false}, // except of every address
+		{"client", "tcp", "10.1.0.3", "10.1.0.1", 9002, true},    // every address but the good client's
+		{"client", "tcp", "fd00:1::3", "fd00:1::1", 9002, true},
 		{"client", "udp", "10.1.0.2", "10.1.0.1", udpPort, true},
 		{"client", "udp", "fd00:1::2", "fd00:1::1", udpPort, true},
 		{"client", "udp", "10.1.0.3", "10.1.0.1", udpPort, false},
@@ -127,7 +131,15 @@ func TestIngress(t *testing.T) {
 			Ports: []v1beta2.MultiNetworkPolicyPort{port(corev1.ProtocolTCP, intstr.FromString("http"), 0)},
 		}},
 	})
-	st := apply(t, l.server, serverPod, fromGood, blockNamed)
+	// Every address but the good client's, on 9002: the address sets'
+	// last range ends at the family's last address.
+	allButGood := mnp("all-but-good", "net1", map[string]string{"app": "server"}, v1beta2.MultiNetworkPolicySpec{
+		Ingress: []v1beta2.MultiNetworkPolicyIngressRule{{
+			From:  []v1beta2.MultiNetworkPolicyPeer{blockPeer("0.0.0.0/0", "10.1.0.2/32"), blockPeer("::/0", "fd00:1::2/128")},
+			Ports: []v1beta2.MultiNetworkPolicyPort{port(corev1.ProtocolTCP, intstr.FromInt32(9002), 0)},
+		}},
+	})
+	st := apply(t, l.server, serverPod, fromGood, blockNamed, allButGood)
 	if !st.Changed || st.Rules == 0 || st.Sets == 0 {
 		t.Errorf("Apply stats %+v: want a change, rules and sets", st)
 	}

@@ -58,7 +58,7 @@ func (cx *computation) egressRules(p *v1beta2.MultiNetworkPolicy, net types.Name
 
 // namedPortRules groups the peer pods by the ports the named port specs
 // resolve to on each, and returns one rule per group.
-func namedPortRules(base Rule, specs []portSpec, pods []Pod, net types.NamespacedName) []Rule {
+func namedPortRules(base Rule, specs []portSpec, pods []*Pod, net types.NamespacedName) []Rule {
 	named := slices.DeleteFunc(slices.Clone(specs), func(s portSpec) bool { return !s.named() })
 	groups := map[string]*peerSet{}
 	ports := map[string][]Port{}
@@ -92,7 +92,7 @@ func namedPortRules(base Rule, specs []portSpec, pods []Pod, net types.Namespace
 // and pods (selectors).
 type peerSet struct {
 	blocks netipx.IPSetBuilder
-	pods   []Pod
+	pods   []*Pod
 }
 
 // prefixes returns the set's addresses: its blocks and its pods' addresses

@@ -15,7 +15,7 @@ import (
 // the policy's namespace, namespaceSelector alone every pod of the matching
 // namespaces, both together the matching pods of the matching namespaces).
 // A selector that does not parse is reported and selects nothing.
-func (cx *computation) selectedPods(p *v1beta2.MultiNetworkPolicy, path string, peer v1beta2.MultiNetworkPolicyPeer, net types.NamespacedName) []Pod {
+func (cx *computation) selectedPods(p *v1beta2.MultiNetworkPolicy, path string, peer v1beta2.MultiNetworkPolicyPeer, net types.NamespacedName) []*Pod {
 	podSel := labels.Everything()
 	if peer.PodSelector != nil {
 		s, err := metav1.LabelSelectorAsSelector(peer.PodSelector)
@@ -34,25 +34,36 @@ func (cx *computation) selectedPods(p *v1beta2.MultiNetworkPolicy, path string, 
 		}
 		nsSel = s
 	}
-	var out []Pod
-	for _, pod := range cx.c.Pods {
-		if !attachedTo(pod, net) || !podSel.Matches(labels.Set(pod.Labels)) {
+	var out []*Pod
+	nsMatch := map[string]bool{}
+	for i := range cx.c.Pods {
+		pod := &cx.c.Pods[i]
+		if nsSel == nil && pod.Namespace != p.Namespace || !attachedTo(pod, net) {
 			continue
 		}
-		if nsSel == nil && pod.Namespace != p.Namespace || nsSel != nil && !nsSel.Matches(cx.namespaceLabels(pod.Namespace)) {
-			continue
+		if nsSel != nil {
+			m, ok := nsMatch[pod.Namespace]
+			if !ok {
+				m = nsSel.Matches(cx.namespaceLabels(pod.Namespace))
+				nsMatch[pod.Namespace] = m
+			}
+			if !m {
+				continue
+			}
 		}
-		out = append(out, pod)
+		if podSel.Matches(labels.Set(pod.Labels)) {
+			out = append(out, pod)
+		}
 	}
 	return out
 }
 
 // podsOn returns every pod with an attachment to net.
-func (cx *computation) podsOn(net types.NamespacedName) []Pod {
-	var out []Pod
-	for _, pod := range cx.c.Pods {
-		if attachedTo(pod, net) {
-			out = append(out, pod)
+func (cx *computation) podsOn(net types.NamespacedName) []*Pod {
+	var out []*Pod
+	for i := range cx.c.Pods {
+		if attachedTo(&cx.c.Pods[i], net) {
+			out = append(out, &cx.c.Pods[i])
 		}
 	}
 	return out
@@ -71,7 +82,7 @@ func (cx *computation) namespaceLabels(ns string) labels.Set {
 	return l
 }
 
-func attachedTo(pod Pod, net types.NamespacedName) bool {
+func attachedTo(pod *Pod, net types.NamespacedName) bool {
 	for _, a := range pod.Attachments {
 		if a.Network == net {
 			return true
