@@ -55,10 +55,9 @@ func (e *Engine) Add(ctx context.Context, req *cnirequest.Request) ([]byte, erro
 	if req.Invalid != nil { // no cniVersion, malformed CNI_ARGS or runtimeConfig
 		return nil, e.failUnattempted(log, req, nil, req.Invalid)
 	}
-	cniVersion, args, runtimeConfig := req.CNIVersion, req.Args, req.RuntimeConfig
-	log = log.WithValues("pod", args.Namespace+"/"+args.Name)
+	log = log.WithValues("pod", req.Args.Namespace+"/"+req.Args.Name)
 
-	p, err := e.planner.plan(ctx, req.IfName, req.ContainerID, args, runtimeConfig, true)
+	p, err := e.planner.plan(ctx, req.IfName, req.ContainerID, req.Args, req.RuntimeConfig, true)
 	if err != nil {
 		return nil, e.failUnattempted(log, req, p, err)
 	}
@@ -67,6 +66,47 @@ func (e *Engine) Add(ctx context.Context, req *cnirequest.Request) ([]byte, erro
 	}
 	e.warnUndeclared(p.pod, p.undeclared...)
 
+	rec, err := plannedRecord(req, p)
+	if err != nil {
+		return nil, e.failUnattempted(log, req, p, types.NewError(types.ErrInternal, err.Error(), ""))
+	}
+	// The plan needs to outlive a daemon crash during this ADD, not a
+	// power loss (the netns would be gone): no fsync. The final Save in
+	// commitAdd is made durable by the store's group commit (or before it
+	// returns, recordSync: each).
+	if err := e.opts.Store.SaveBuffered(rec); err != nil {
+		return nil, e.failUnattempted(log, req, p, types.NewError(types.ErrInternal, fmt.Sprintf("save attachment record: %v", err), ""))
+	}
+	e.rememberNetworks(log, p) // for GC, should this record be lost (networks.go)
+
+	results, err := e.attachAll(ctx, log, req, rec, p)
+	if err != nil {
+		return nil, err
+	}
+	routedVia, err := e.routeDefault(ctx, req, rec, p, results)
+	if err != nil {
+		return nil, err
+	}
+	list, err := e.networkStatus(p, results, routedVia)
+	if err != nil {
+		return nil, e.failAdd(ctx, req, rec, p, len(p.attachments), err)
+	}
+	body, err := defaultResult(p, results, req.CNIVersion)
+	if err != nil {
+		return nil, e.failAdd(ctx, req, rec, p, len(p.attachments), err)
+	}
+	if err := e.commitAdd(ctx, log, req, rec, p, list, results); err != nil {
+		return nil, err
+	}
+	log.V(1).Info("ADD done", "attachments", len(p.attachments))
+	return body, nil
+}
+
+// plannedRecord is the record of ADD req before any delegate runs: every
+// planned attachment in PhasePlanned. Errors: an attachment's network
+// selection element cannot be encoded.
+func plannedRecord(req *cnirequest.Request, p *plan) (*state.Record, error) {
+	args := req.Args
 	rec := &state.Record{
 		ContainerID:  req.ContainerID,
 		Netns:        req.Netns,
@@ -80,7 +120,7 @@ func (e *Engine) Add(ctx context.Context, req *cnirequest.Request) ([]byte, erro
 	for i, a := range p.attachments {
 		el, err := p.element(i)
 		if err != nil {
-			return nil, e.failUnattempted(log, req, p, types.NewError(types.ErrInternal, err.Error(), ""))
+			return nil, err
 		}
 		rec.Attachments = append(rec.Attachments, state.Attachment{
 			Element:        el,
@@ -97,15 +137,14 @@ func (e *Engine) Add(ctx context.Context, req *cnirequest.Request) ([]byte, erro
 			Claim:          draclaims.ToState(p.claimDevices[i]),
 		})
 	}
-	// The plan needs to outlive a daemon crash during this ADD, not a
-	// power loss (the netns would be gone): no fsync. The final Save below
-	// is made durable by the store's group commit (or before it returns,
-	// recordSync: each).
-	if err := e.opts.Store.SaveBuffered(rec); err != nil {
-		return nil, e.failUnattempted(log, req, p, types.NewError(types.ErrInternal, fmt.Sprintf("save attachment record: %v", err), ""))
-	}
-	e.rememberNetworks(log, p) // for GC, should this record be lost (networks.go)
+	return rec, nil
+}
 
+// attachAll runs each planned attachment's delegates in order (an
+// auxiliary chain onto the default network's result) and records each
+// result in rec. On a failure the attachments made are torn down (failAdd)
+// and its error returned.
+func (e *Engine) attachAll(ctx context.Context, log klog.Logger, req *cnirequest.Request, rec *state.Record, p *plan) ([]types.Result, error) {
 	cni := e.cniFor(req.CNIPath)
 	results := make([]types.Result, len(p.attachments))
 	for i := range p.attachments {
@@ -117,7 +156,7 @@ func (e *Engine) Add(ctx context.Context, req *cnirequest.Request) ([]byte, erro
 			}
 			rec.Attachments[i].ConfList = a.ConfList.Bytes
 		}
-		res, err := e.runAdd(ctx, cni, a, req, args)
+		res, err := e.runAdd(ctx, cni, a, req, req.Args)
 		if err != nil {
 			alog.Error(err, "delegate ADD failed")
 			return nil, e.failAdd(ctx, req, rec, p, i, err)
@@ -131,67 +170,79 @@ func (e *Engine) Add(ctx context.Context, req *cnirequest.Request) ([]byte, erro
 		rec.Attachments[i].Result = raw
 		alog.V(2).Info("attached")
 	}
+	return results, nil
+}
 
-	var routedVia []string
-	if p.gatewayRequested {
-		if routedVia, err = setDefaultRoute(req.Netns, p, results); err != nil {
-			return nil, e.failAdd(ctx, req, rec, p, len(p.attachments), err)
-		}
-		if len(routedVia) == 0 {
-			// "default-route": [] (the list "may be empty", §4.1.2.1.9) and
-			// the attachment's result has no gateway: nothing to route
-			// through, so no default route request. The pod keeps its
-			// default routes and network-status reports them on the default
-			// network, as when no element has the key.
-			a := p.attachments[p.gateway]
-			e.warningEvent(p.pod, kube.ReasonValueIgnored, "network %s: %q: [] asks for the pod's default route on %s, but its CNI result has no gateway: no default route changed, the pod keeps the default network's (spec §4.1.2.1.9)",
-				a.NetworkKey, "default-route", a.IfName)
-			p.gateway = 0
-		}
+// routeDefault moves the pod's default route onto the attachment whose
+// element asks for it ("default-route", spec §4.1.2.1.9) and returns the
+// gateways it routes through. On a failure the attachments are torn down
+// (failAdd) and its error returned.
+func (e *Engine) routeDefault(ctx context.Context, req *cnirequest.Request, rec *state.Record, p *plan, results []types.Result) ([]string, error) {
+	if !p.gatewayRequested {
+		return nil, nil
 	}
-
-	list, err := e.networkStatus(p, results, routedVia)
+	routedVia, err := setDefaultRoute(req.Netns, p, results)
 	if err != nil {
 		return nil, e.failAdd(ctx, req, rec, p, len(p.attachments), err)
 	}
+	if len(routedVia) == 0 {
+		// "default-route": [] (the list "may be empty", §4.1.2.1.9) and
+		// the attachment's result has no gateway: nothing to route
+		// through, so no default route request. The pod keeps its
+		// default routes and network-status reports them on the default
+		// network, as when no element has the key.
+		a := p.attachments[p.gateway]
+		e.warningEvent(p.pod, kube.ReasonValueIgnored, "network %s: %q: [] asks for the pod's default route on %s, but its CNI result has no gateway: no default route changed, the pod keeps the default network's (spec §4.1.2.1.9)",
+			a.NetworkKey, "default-route", a.IfName)
+		p.gateway = 0
+	}
+	return routedVia, nil
+}
+
+// defaultResult is the default network's result, encoded in cniVersion
+// (the runtime's configuration's): what ADD returns.
+func defaultResult(p *plan, results []types.Result, cniVersion string) ([]byte, error) {
 	out, err := results[0].GetAsVersion(cniVersion)
 	if err != nil {
-		return nil, e.failAdd(ctx, req, rec, p, len(p.attachments), fmt.Errorf("default network %s: convert its result to cniVersion %s: %w", p.attachments[0].NetworkKey, cniVersion, err))
+		return nil, fmt.Errorf("default network %s: convert its result to cniVersion %s: %w", p.attachments[0].NetworkKey, cniVersion, err)
 	}
 	body, err := json.Marshal(out)
 	if err != nil {
-		return nil, e.failAdd(ctx, req, rec, p, len(p.attachments), fmt.Errorf("encode result: %w", err))
+		return nil, fmt.Errorf("encode result: %w", err)
 	}
+	return body, nil
+}
 
-	if err := enforcePolicy(ctx, e.opts.NetworkPolicy, p.pod, rec); err != nil { // rules before the pod runs
-		return nil, e.failAdd(ctx, req, rec, p, len(p.attachments), err)
+// commitAdd ends a successful ADD: the pod's MultiNetworkPolicy rules in
+// place before the pod runs, the final record saved (with the
+// network-status to publish), network-status published, DRA claims and the
+// sandbox noted, an Event per attached interface. A failed save fails the
+// ADD and tears the attachments down, nothing published; a failed PATCH
+// stays pending in the record, retried in the background
+// (internal/node/netstatus).
+func (e *Engine) commitAdd(ctx context.Context, log klog.Logger, req *cnirequest.Request, rec *state.Record, p *plan, list []status.NetworkStatus, results []types.Result) error {
+	if err := enforcePolicy(ctx, e.opts.NetworkPolicy, p.pod, rec); err != nil {
+		return e.failAdd(ctx, req, rec, p, len(p.attachments), err)
 	}
-	// The final record (with the network-status to publish) is saved, then
-	// network-status published. A failed save fails the ADD and tears the
-	// attachments down, nothing published; a failed PATCH stays pending in
-	// the record, retried in the background (internal/node/netstatus).
 	rec.Complete = true
 	rec.NetworkStatus = e.statusIntent(log, p, list)
 	if err := e.opts.Store.Save(rec); err != nil {
 		rec.Complete, rec.NetworkStatus = false, nil
-		return nil, e.failAdd(ctx, req, rec, p, len(p.attachments), fmt.Errorf("save attachment record: %w", err))
+		return e.failAdd(ctx, req, rec, p, len(p.attachments), fmt.Errorf("save attachment record: %w", err))
 	}
 	if rec.NetworkStatus != nil {
 		e.publishStatus(ctx, p.pod, rec)
 	}
 	e.claimsReady(ctx, p, results)
 	e.sandboxAttached(rec) // the pod's sandbox for hot-plug
-
 	if p.pod != nil {
 		for i, s := range list {
-			if i == 0 {
-				continue
+			if i > 0 {
+				e.normalEvent(p.pod, kube.ReasonAddedInterface, "Add %s %v from %s", s.Interface, s.IPs, s.Name)
 			}
-			e.normalEvent(p.pod, kube.ReasonAddedInterface, "Add %s %v from %s", s.Interface, s.IPs, s.Name)
 		}
 	}
-	log.V(1).Info("ADD done", "attachments", len(p.attachments))
-	return body, nil
+	return nil
 }
 
 // tearDownEarlierAdd tears down the attachments recorded by an earlier ADD

@@ -53,6 +53,8 @@ type salvaged struct {
 	pod *corev1.Pod
 	// apiErr is why the pod's networks could not be read (nil when they were).
 	apiErr error
+	// seen holds the network name and interface of every attachment added.
+	seen map[string]bool
 }
 
 // salvage gathers every attachment of container id that can still be known
@@ -66,79 +68,12 @@ type salvaged struct {
 // Attachments are deduplicated by network name and interface.
 func (e *Engine) salvage(ctx context.Context, cniPath, id string, req *cnirequest.Request, old *state.Record, loadErr error) *salvaged {
 	log := klog.FromContext(ctx).WithValues("containerID", id)
-	s := &salvaged{rec: &state.Record{ContainerID: id}}
-	seen := map[string]bool{}
-	add := func(a state.Attachment) bool {
-		list, err := libcni.ConfListFromBytes(a.ConfList)
-		if err != nil {
-			return false
-		}
-		k := list.Name + "\x00" + a.IfName
-		if seen[k] {
-			return false
-		}
-		seen[k] = true
-		s.rec.Attachments = append(s.rec.Attachments, a)
-		return true
-	}
-	from := func(src string, n int) {
-		if n > 0 {
-			s.sources = append(s.sources, fmt.Sprintf("%d from %s", n, src))
-		}
-	}
-
-	if loadErr != nil {
-		raw, err := e.opts.Store.ReadRaw(id)
-		if err != nil {
-			log.Error(err, "read the corrupt record")
-		}
-		r, whole := state.Salvage(raw, id)
-		s.whole = whole
-		s.rec.Netns, s.rec.CNIArgs = r.Netns, r.CNIArgs
-		s.rec.PodNamespace, s.rec.PodName, s.rec.PodUID = r.PodNamespace, r.PodName, r.PodUID
-		n := 0
-		for _, a := range r.Attachments {
-			if add(a) {
-				n++
-			}
-		}
-		from("the record's readable part", n)
-		if s.aside, err = e.opts.Store.SetAside(id); err != nil {
-			log.Error(err, "keep the corrupt record aside")
-		}
-	} else if old != nil {
-		s.rec.Netns, s.rec.CNIArgs = old.Netns, old.CNIArgs
-		s.rec.PodNamespace, s.rec.PodName, s.rec.PodUID = old.PodNamespace, old.PodName, old.PodUID
-		for _, a := range old.Attachments {
-			add(a)
-		}
-		from("the partial record", len(s.rec.Attachments))
-	}
+	s := &salvaged{rec: &state.Record{ContainerID: id}, seen: map[string]bool{}}
+	e.salvageRecord(log, s, id, old, loadErr)
 	if req != nil {
 		s.rec.Netns, s.rec.CNIArgs = req.Netns, req.RawArgs
 	}
-
-	// libcni's cache: the delegates' own account of what they attached.
-	cached, err := e.cniFor(cniPath).GetCachedAttachments(id)
-	if err != nil {
-		log.Error(err, "read libcni's cache of the container's attachments")
-	}
-	n := 0
-	for _, c := range cached {
-		if s.rec.CNIArgs == "" && len(c.CniArgs) > 0 {
-			// the record gave none (GC of an unreadable one): the
-			// delegates get at DEL what they got at ADD
-			pairs := make([]string, 0, len(c.CniArgs))
-			for _, kv := range c.CniArgs {
-				pairs = append(pairs, kv[0]+"="+kv[1])
-			}
-			s.rec.CNIArgs = strings.Join(pairs, ";")
-		}
-		if add(state.Attachment{Network: c.Network, IfName: c.IfName, ConfList: c.Config, CapabilityArgs: c.CapabilityArgs, Phase: state.PhaseAdded}) {
-			n++
-		}
-	}
-	from("libcni's cache", n)
+	e.salvageCache(log, s, cniPath, id)
 
 	args, aerr := parseArgs(s.rec.CNIArgs)
 	if aerr == nil && args.HasPod() {
@@ -155,20 +90,102 @@ func (e *Engine) salvage(ctx context.Context, cniPath, id string, req *cnireques
 	if pod != nil {
 		s.pod = pod
 	}
-	n = 0
+	n := 0
 	for _, a := range plan {
-		if add(a) {
+		if s.add(a) {
 			n++
 		}
 	}
 	if apiErr == nil {
 		s.whole = true
-		from("the pod's networks (API server)", n)
+		s.from("the pod's networks (API server)", n)
 	} else {
 		s.apiErr = apiErr
-		from("the default network", n)
+		s.from("the default network", n)
 	}
 	return s
+}
+
+// add appends a unless an attachment of its network and interface is
+// already known, or its configuration does not parse; it reports whether
+// it did.
+func (s *salvaged) add(a state.Attachment) bool {
+	list, err := libcni.ConfListFromBytes(a.ConfList)
+	if err != nil {
+		return false
+	}
+	k := list.Name + "\x00" + a.IfName
+	if s.seen[k] {
+		return false
+	}
+	s.seen[k] = true
+	s.rec.Attachments = append(s.rec.Attachments, a)
+	return true
+}
+
+// from notes that n attachments came from src, for messages.
+func (s *salvaged) from(src string, n int) {
+	if n > 0 {
+		s.sources = append(s.sources, fmt.Sprintf("%d from %s", n, src))
+	}
+}
+
+// salvageRecord adds the attachments of the corrupt record's readable part
+// (loadErr set; the corrupt file is set aside) or of the partial record old.
+func (e *Engine) salvageRecord(log klog.Logger, s *salvaged, id string, old *state.Record, loadErr error) {
+	switch {
+	case loadErr != nil:
+		raw, err := e.opts.Store.ReadRaw(id)
+		if err != nil {
+			log.Error(err, "read the corrupt record")
+		}
+		r, whole := state.Salvage(raw, id)
+		s.whole = whole
+		s.rec.Netns, s.rec.CNIArgs = r.Netns, r.CNIArgs
+		s.rec.PodNamespace, s.rec.PodName, s.rec.PodUID = r.PodNamespace, r.PodName, r.PodUID
+		n := 0
+		for _, a := range r.Attachments {
+			if s.add(a) {
+				n++
+			}
+		}
+		s.from("the record's readable part", n)
+		if s.aside, err = e.opts.Store.SetAside(id); err != nil {
+			log.Error(err, "keep the corrupt record aside")
+		}
+	case old != nil:
+		s.rec.Netns, s.rec.CNIArgs = old.Netns, old.CNIArgs
+		s.rec.PodNamespace, s.rec.PodName, s.rec.PodUID = old.PodNamespace, old.PodName, old.PodUID
+		for _, a := range old.Attachments {
+			s.add(a)
+		}
+		s.from("the partial record", len(s.rec.Attachments))
+	}
+}
+
+// salvageCache adds the attachments libcni's cache holds for the
+// container: the delegates' own account of what they attached. When no
+// record gave the CNI_ARGS (GC of an unreadable one), the cache's are
+// taken, so that the delegates get at DEL what they got at ADD.
+func (e *Engine) salvageCache(log klog.Logger, s *salvaged, cniPath, id string) {
+	cached, err := e.cniFor(cniPath).GetCachedAttachments(id)
+	if err != nil {
+		log.Error(err, "read libcni's cache of the container's attachments")
+	}
+	n := 0
+	for _, c := range cached {
+		if s.rec.CNIArgs == "" && len(c.CniArgs) > 0 {
+			pairs := make([]string, 0, len(c.CniArgs))
+			for _, kv := range c.CniArgs {
+				pairs = append(pairs, kv[0]+"="+kv[1])
+			}
+			s.rec.CNIArgs = strings.Join(pairs, ";")
+		}
+		if s.add(state.Attachment{Network: c.Network, IfName: c.IfName, ConfList: c.Config, CapabilityArgs: c.CapabilityArgs, Phase: state.PhaseAdded}) {
+			n++
+		}
+	}
+	s.from("libcni's cache", n)
 }
 
 // salvagePlan returns the attachments the API server gives for req's pod
