@@ -72,18 +72,19 @@ func (e *Engine) Add(ctx context.Context, req *cnirequest.Request) ([]byte, erro
 	}
 	// The plan needs to outlive a daemon crash during this ADD, not a
 	// power loss (the netns would be gone): no fsync. The final Save in
-	// commitAdd is made durable by the store's group commit (or before it
+	// addOp.commit is made durable by the store's group commit (or before it
 	// returns, recordSync: each).
 	if err := e.opts.Store.SaveBuffered(rec); err != nil {
 		return nil, e.failUnattempted(log, req, p, types.NewError(types.ErrInternal, fmt.Sprintf("save attachment record: %v", err), ""))
 	}
 	e.rememberNetworks(log, p) // for GC, should this record be lost (networks.go)
 
-	results, err := e.attachAll(ctx, log, req, rec, p)
+	op := &addOp{e: e, log: log, req: req, rec: rec, p: p}
+	results, err := op.attachAll(ctx)
 	if err != nil {
 		return nil, err
 	}
-	routedVia, err := e.routeDefault(ctx, req, rec, p, results)
+	routedVia, err := op.routeDefault(ctx, results)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +96,7 @@ func (e *Engine) Add(ctx context.Context, req *cnirequest.Request) ([]byte, erro
 	if err != nil {
 		return nil, e.failAdd(ctx, req, rec, p, len(p.attachments), err)
 	}
-	if err := e.commitAdd(ctx, log, req, rec, p, list, results); err != nil {
+	if err := op.commit(ctx, list, results); err != nil {
 		return nil, err
 	}
 	log.V(1).Info("ADD done", "attachments", len(p.attachments))
@@ -140,11 +141,22 @@ func plannedRecord(req *cnirequest.Request, p *plan) (*state.Record, error) {
 	return rec, nil
 }
 
+// addOp is one ADD past its plan: the steps of Engine.Add that run
+// delegates and commit their outcome.
+type addOp struct {
+	e   *Engine
+	log klog.Logger
+	req *cnirequest.Request
+	rec *state.Record
+	p   *plan
+}
+
 // attachAll runs each planned attachment's delegates in order (an
 // auxiliary chain onto the default network's result) and records each
 // result in rec. On a failure the attachments made are torn down (failAdd)
 // and its error returned.
-func (e *Engine) attachAll(ctx context.Context, log klog.Logger, req *cnirequest.Request, rec *state.Record, p *plan) ([]types.Result, error) {
+func (op *addOp) attachAll(ctx context.Context) ([]types.Result, error) {
+	e, log, req, rec, p := op.e, op.log, op.req, op.rec, op.p
 	cni := e.cniFor(req.CNIPath)
 	results := make([]types.Result, len(p.attachments))
 	for i := range p.attachments {
@@ -177,7 +189,8 @@ func (e *Engine) attachAll(ctx context.Context, log klog.Logger, req *cnirequest
 // element asks for it ("default-route", spec §4.1.2.1.9) and returns the
 // gateways it routes through. On a failure the attachments are torn down
 // (failAdd) and its error returned.
-func (e *Engine) routeDefault(ctx context.Context, req *cnirequest.Request, rec *state.Record, p *plan, results []types.Result) ([]string, error) {
+func (op *addOp) routeDefault(ctx context.Context, results []types.Result) ([]string, error) {
+	e, req, rec, p := op.e, op.req, op.rec, op.p
 	if !p.gatewayRequested {
 		return nil, nil
 	}
@@ -213,14 +226,15 @@ func defaultResult(p *plan, results []types.Result, cniVersion string) ([]byte, 
 	return body, nil
 }
 
-// commitAdd ends a successful ADD: the pod's MultiNetworkPolicy rules in
+// commit ends a successful ADD: the pod's MultiNetworkPolicy rules in
 // place before the pod runs, the final record saved (with the
 // network-status to publish), network-status published, DRA claims and the
 // sandbox noted, an Event per attached interface. A failed save fails the
 // ADD and tears the attachments down, nothing published; a failed PATCH
 // stays pending in the record, retried in the background
 // (internal/node/netstatus).
-func (e *Engine) commitAdd(ctx context.Context, log klog.Logger, req *cnirequest.Request, rec *state.Record, p *plan, list []status.NetworkStatus, results []types.Result) error {
+func (op *addOp) commit(ctx context.Context, list []status.NetworkStatus, results []types.Result) error {
+	e, log, req, rec, p := op.e, op.log, op.req, op.rec, op.p
 	if err := enforcePolicy(ctx, e.opts.NetworkPolicy, p.pod, rec); err != nil {
 		return e.failAdd(ctx, req, rec, p, len(p.attachments), err)
 	}

@@ -69,11 +69,11 @@ type salvaged struct {
 func (e *Engine) salvage(ctx context.Context, cniPath, id string, req *cnirequest.Request, old *state.Record, loadErr error) *salvaged {
 	log := klog.FromContext(ctx).WithValues("containerID", id)
 	s := &salvaged{rec: &state.Record{ContainerID: id}, seen: map[string]bool{}}
-	e.salvageRecord(log, s, id, old, loadErr)
+	salvageRecord(log, s, e.opts.Store, id, old, loadErr)
 	if req != nil {
 		s.rec.Netns, s.rec.CNIArgs = req.Netns, req.RawArgs
 	}
-	e.salvageCache(log, s, cniPath, id)
+	salvageCache(log, s, e.cniFor(cniPath), id)
 
 	args, aerr := parseArgs(s.rec.CNIArgs)
 	if aerr == nil && args.HasPod() {
@@ -132,10 +132,10 @@ func (s *salvaged) from(src string, n int) {
 
 // salvageRecord adds the attachments of the corrupt record's readable part
 // (loadErr set; the corrupt file is set aside) or of the partial record old.
-func (e *Engine) salvageRecord(log klog.Logger, s *salvaged, id string, old *state.Record, loadErr error) {
+func salvageRecord(log klog.Logger, s *salvaged, store *state.Store, id string, old *state.Record, loadErr error) {
 	switch {
 	case loadErr != nil:
-		raw, err := e.opts.Store.ReadRaw(id)
+		raw, err := store.ReadRaw(id)
 		if err != nil {
 			log.Error(err, "read the corrupt record")
 		}
@@ -150,7 +150,7 @@ func (e *Engine) salvageRecord(log klog.Logger, s *salvaged, id string, old *sta
 			}
 		}
 		s.from("the record's readable part", n)
-		if s.aside, err = e.opts.Store.SetAside(id); err != nil {
+		if s.aside, err = store.SetAside(id); err != nil {
 			log.Error(err, "keep the corrupt record aside")
 		}
 	case old != nil:
@@ -163,12 +163,17 @@ func (e *Engine) salvageRecord(log klog.Logger, s *salvaged, id string, old *sta
 	}
 }
 
+// cachedAttachments reads libcni's cache of a container's attachments.
+type cachedAttachments interface {
+	GetCachedAttachments(containerID string) ([]*libcni.NetworkAttachment, error)
+}
+
 // salvageCache adds the attachments libcni's cache holds for the
 // container: the delegates' own account of what they attached. When no
 // record gave the CNI_ARGS (GC of an unreadable one), the cache's are
 // taken, so that the delegates get at DEL what they got at ADD.
-func (e *Engine) salvageCache(log klog.Logger, s *salvaged, cniPath, id string) {
-	cached, err := e.cniFor(cniPath).GetCachedAttachments(id)
+func salvageCache(log klog.Logger, s *salvaged, cni cachedAttachments, id string) {
+	cached, err := cni.GetCachedAttachments(id)
 	if err != nil {
 		log.Error(err, "read libcni's cache of the container's attachments")
 	}
