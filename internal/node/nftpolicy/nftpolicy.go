@@ -95,11 +95,16 @@ func Apply(ctx context.Context, netnsPath string, ifaces []policy.Interface) (St
 	return stats, nil
 }
 
+// errNotNetns: the path opened is not a network namespace (a file the
+// runtime left after unmounting the namespace, for one).
+var errNotNetns = errors.New("not a network namespace")
+
 // Remove deletes our table from the network namespace at netnsPath. A
-// table or network namespace that does not exist is no error.
+// table or network namespace that does not exist (no file, or a file that
+// is no longer a network namespace) is no error.
 func Remove(ctx context.Context, netnsPath string) error {
 	c, closeConn, err := open(ctx, netnsPath)
-	if errors.Is(err, os.ErrNotExist) {
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, errNotNetns) {
 		return nil
 	}
 	if err != nil {
@@ -124,6 +129,11 @@ func open(ctx context.Context, path string) (*nftables.Conn, func(), error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening netns: %w", err)
+	}
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &fs); err != nil || fs.Type != unix.NSFS_MAGIC {
+		_ = f.Close()
+		return nil, nil, fmt.Errorf("netns %s: %w", path, errNotNetns)
 	}
 	deadline, ok := ctx.Deadline()
 	if !ok {

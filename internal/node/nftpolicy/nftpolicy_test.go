@@ -2,7 +2,9 @@ package nftpolicy_test
 
 import (
 	"context"
+	"errors"
 	"net/netip"
+	"os"
 	"testing"
 	"time"
 
@@ -245,5 +247,26 @@ func TestApplyRefusesBadInterfaceName(t *testing.T) {
 	_, err := nftpolicy.Apply(context.Background(), "/nonexistent", []policy.Interface{{Name: "a/b", Ingress: policy.Direction{Isolated: true}}})
 	if err == nil {
 		t.Fatal("Apply with interface a/b: no error")
+	}
+}
+
+// TestNotANetns: Apply refuses a path that is no network namespace, or a
+// ctx already done; Remove takes such a path as a namespace that is gone.
+func TestNotANetns(t *testing.T) {
+	file := t.TempDir() + "/netns"
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ifaces := []policy.Interface{{Name: "net1", Ingress: policy.Direction{Isolated: true}}}
+	if _, err := nftpolicy.Apply(context.Background(), file, ifaces); err == nil {
+		t.Error("Apply into a regular file: no error")
+	}
+	if err := nftpolicy.Remove(context.Background(), file); err != nil {
+		t.Errorf("Remove from a regular file: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := nftpolicy.Apply(ctx, "/proc/self/ns/net", ifaces); !errors.Is(err, context.Canceled) {
+		t.Errorf("Apply with a canceled ctx: %v, want context.Canceled", err)
 	}
 }
