@@ -12,8 +12,9 @@
 #   4. README.md's Architecture section does not name a package of pkg/ or
 #      internal/ (as `internal/node/attach`), nor a package it lies in (a
 #      package's own subpackages go with it): every package belongs to a
-#      group there, and pkg/ and internal/ hold component folders, not a
-#      flat list;
+#      group there; and a package lies outside the component folders:
+#      pkg/ holds only the client and the spec logic (pkg/client,
+#      pkg/spec), internal/ only component folders, not a flat list;
 #   5. the product module lists a module only the developer tools need:
 #      hack/tools must be a module of its own, the product's go.mod must have
 #      no tool directive, every module it requires must be needed by the
@@ -59,6 +60,12 @@ named() { # named DIR: README names DIR, a package DIR lies in, or pkg/client (g
 unnamed=$(git ls-files -- 'pkg/*.go' 'internal/*.go' | grep -v '/testdata/' | xargs -r dirname | sort -u |
   while IFS= read -r pkg; do named "$pkg" || echo "$pkg"; done)
 [[ -z $unnamed ]] || fail "packages README.md's Architecture section does not name (add each to its group's line):" "$unnamed"
+# pkg/ is what another project may import (the generated client, the spec
+# logic); what only our binaries use lies in a component folder of internal/.
+components='node|devices|ipam|webhook|cli|process|render|testing|checks'
+astray=$(git ls-files -- 'pkg/*.go' 'internal/*.go' | grep -v '/testdata/' | xargs -r dirname | sort -u |
+  grep -vE "^pkg/client(/|\$)|^pkg/spec/|^internal/($components)(/|\$)" || true)
+[[ -z $astray ]] || fail "packages outside the component folders (pkg/spec, pkg/client, internal/{${components//|/,}}; docs/decisions/tree.md):" "$astray"
 
 if [[ $(go -C hack/tools list -m 2>/dev/null) != */hack/tools ]]; then
   fail "hack/tools is not a module of its own (hack/tools/go.mod): the tools' dependencies would be the product's"
