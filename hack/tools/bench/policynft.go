@@ -3,10 +3,13 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/google/nftables"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/multinet/multinet/internal/node/nftpolicy"
 )
@@ -24,7 +27,29 @@ type tableState struct {
 }
 
 // readTable reads multinetd's table in the network namespace at nsPath.
+// Its chains, rules and sets are read with several netlink requests, so
+// multinetd may replace or remove the table in between (ENOENT): the read
+// starts over, a few times.
 func readTable(nsPath string) (tableState, error) {
+	var err error
+	for range 5 {
+		var st tableState
+		if st, err = readTableOnce(nsPath); !gone(err) {
+			return st, err
+		}
+	}
+	return tableState{}, err
+}
+
+// gone reports whether err says that an object read went away (ENOENT;
+// google/nftables formats some netlink errors with %v, so the text is
+// checked too).
+func gone(err error) bool {
+	return err != nil && (errors.Is(err, unix.ENOENT) || strings.Contains(err.Error(), unix.ENOENT.Error()))
+}
+
+// readTableOnce is one read of readTable.
+func readTableOnce(nsPath string) (tableState, error) {
 	ns, err := netns.GetFromPath(nsPath)
 	if err != nil {
 		return tableState{}, fmt.Errorf("netns %s: %w", nsPath, err)
