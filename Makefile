@@ -50,10 +50,12 @@ apiserver: ## build the kube-apiserver the package tests run (internal/testing/a
 	@mkdir -p $(OUT) && bash -c '. hack/lib/cluster.sh && K8S_COMMANDS=(kube-apiserver) && ensure_k8s_binaries'
 
 .PHONY: test-unit
-test-unit: packages apiserver ## go test ./... in the product module and in hack/tools (no e2e), with -race when a C compiler is present (packages first: the hack/lib tests run jq, etcd; then kube-apiserver: with MULTINET_REQUIRE_APISERVER=1 a test needing the real API server fails instead of skipping)
+test-unit: packages apiserver ## go test ./... in the product module, hack/tools and deploy/observability (no e2e), then promtool check rules and test rules on the alert rules, with -race when a C compiler is present (packages first: the hack/lib tests run jq, etcd; then kube-apiserver: with MULTINET_REQUIRE_APISERVER=1 a test needing the real API server fails instead of skipping)
 	MULTINET_REQUIRE_APISERVER=1 $(GO) test $(RACE) -count=1 -timeout $(UNIT_TIMEOUT) ./...
 	$(GO) -C hack/tools test $(RACE) -count=1 -timeout $(UNIT_TIMEOUT) ./...
 	MULTINET_REQUIRE_APISERVER=1 $(GO) -C deploy/observability test -count=1 -timeout $(UNIT_TIMEOUT) ./...
+	$(GO) -C deploy/observability tool promtool check rules rules.yaml
+	$(GO) -C deploy/observability tool promtool test rules rules-tests.yaml
 
 .PHONY: observability
 observability: ## regenerate the Grafana dashboard, alert rules (plain and PrometheusRule) and PodMonitors in deploy/observability from its Go source (a module of its own: docs/operations.md), then the Helm chart that templates them (make helm)
