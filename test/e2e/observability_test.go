@@ -155,11 +155,15 @@ func webhookMetrics(t *testing.T) string {
 
 // cleanupMetrics reads multinet-ipam-cleanup's /metrics at its pod's
 // address, port 9393 (its container port metrics, what its PodMonitor
-// scrapes; the host reaches the local pod network).
+// scrapes; the host reaches every node's pod network). It is a
+// Deployment's one pod, on whichever node the scheduler chose.
 func cleanupMetrics(t *testing.T) string {
 	t.Helper()
-	p := runningPod(t, obsIPAMCleanup)
-	return httpMetrics(t, obsIPAMCleanup, "http://"+net.JoinHostPort(p.Status.PodIP, "9393")+"/metrics")
+	pods := runningPods(t, obsIPAMCleanup)
+	if len(pods) != 1 {
+		t.Fatalf("%d running %s pods in %s, want 1:\n%s", len(pods), obsIPAMCleanup, systemNamespace, describePods(derefPods(pods)))
+	}
+	return httpMetrics(t, obsIPAMCleanup, "http://"+net.JoinHostPort(pods[0].Status.PodIP, "9393")+"/metrics")
 }
 
 // httpMetrics GETs url until it answers 200 (20 s at most) and returns the
