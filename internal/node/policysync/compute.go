@@ -22,14 +22,22 @@ import (
 // pod's namespace, every namespace's labels and every pod as a peer.
 // Errors: rec's results cannot be read.
 func (c *Controller) compute(pod *corev1.Pod, rec *state.Record) (policy.Result, error) {
-	if objs, err := c.opts.Policies.GetIndexer().ByIndex(cache.NamespaceIndex, pod.Namespace); err == nil && len(objs) == 0 {
-		return policy.Result{}, nil // no policy in the namespace: nothing selects the pod
+	if !c.hasPolicies(pod.Namespace) {
+		return policy.Result{}, nil // nothing selects the pod
 	}
 	target, err := TargetPod(pod, rec)
 	if err != nil {
 		return policy.Result{}, err
 	}
 	return policy.Compute(c.cluster(pod.Namespace), target), nil
+}
+
+// hasPolicies reports whether the informer holds a MultiNetworkPolicy of
+// namespace (a policy selects only pods of its own namespace); true when
+// the index cannot say.
+func (c *Controller) hasPolicies(namespace string) bool {
+	objs, err := c.opts.Policies.GetIndexer().ByIndex(cache.NamespaceIndex, namespace)
+	return err != nil || len(objs) > 0
 }
 
 // cluster is what policy.Compute reads for a target of namespace.

@@ -236,7 +236,7 @@ func (c *Controller) Enforce(ctx context.Context, pod *corev1.Pod, rec *state.Re
 	_, known := c.local.get(id) // a hot-plug's; unknown: an ADD's
 	c.local.set(rec, false)
 	c.takePending(id)
-	if err := c.syncLocked(ctx, id, time.Time{}); err != nil {
+	if err := c.syncLocked(ctx, id, time.Time{}, pod); err != nil {
 		if known {
 			c.queue.AddRateLimited(id)
 		} else {

@@ -47,19 +47,21 @@ func (c *Controller) syncQueued(ctx context.Context, id string) error {
 		return fmt.Errorf("container %s busy: %w", id, err)
 	}
 	defer unlock()
-	return c.syncLocked(ctx, id, c.takePending(id))
+	return c.syncLocked(ctx, id, c.takePending(id), nil)
 }
 
 // syncLocked computes and writes the rules of container id (its lock
-// held); changed is when the change that caused it was seen (zero: none).
-func (c *Controller) syncLocked(ctx context.Context, id string, changed time.Time) error {
+// held); changed is when the change that caused it was seen (zero: none);
+// pod is the sandbox's pod when the caller has read it (ADD, hot-plug),
+// nil to look it up.
+func (c *Controller) syncLocked(ctx context.Context, id string, changed time.Time, pod *corev1.Pod) error {
 	sb, ok := c.local.get(id)
 	if !ok {
 		return nil // DEL or GC forgot it
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.OpTimeout)
 	defer cancel()
-	result, err := c.apply(ctx, id, sb)
+	result, err := c.apply(ctx, id, sb, pod)
 	if err != nil {
 		c.observe(ResultFailed, 0)
 		if !changed.IsZero() {
@@ -76,15 +78,22 @@ func (c *Controller) syncLocked(ctx context.Context, id string, changed time.Tim
 }
 
 // apply computes sb's rules and writes them, or removes its table when no
-// policy selects it; it returns the Result constant.
-func (c *Controller) apply(ctx context.Context, id string, sb sandbox) (string, error) {
+// policy selects it; it returns the Result constant. pod is the sandbox's
+// pod when the caller has it (nil: looked up). A sandbox without a table in
+// a namespace without a policy has nothing to do: the pod is not read.
+func (c *Controller) apply(ctx context.Context, id string, sb sandbox, pod *corev1.Pod) (string, error) {
 	rec := sb.rec
 	if !exists(rec.Netns) {
 		return ResultNone, nil // the sandbox is gone; DEL follows
 	}
-	pod, err := c.pod(ctx, rec.PodNamespace, rec.PodName, rec.PodUID)
-	if err != nil {
-		return "", err
+	if !sb.table && !c.hasPolicies(rec.PodNamespace) {
+		return ResultNone, nil
+	}
+	if pod == nil {
+		var err error
+		if pod, err = c.pod(ctx, rec.PodNamespace, rec.PodName, rec.PodUID); err != nil {
+			return "", err
+		}
 	}
 	if pod == nil {
 		return ResultNone, nil // deleted: DEL follows
