@@ -35,6 +35,9 @@
 #                                 (plain, k3s or nixos; the default with
 #                                 NODES=3; hack/lib/nodes.sh,
 #                                 docs/local-cluster.md "Node layouts")
+#   KUBELET_MAX_PODS=110           the kubelet's maxPods (the policy bench's
+#                                 300 pods: KUBELET_MAX_PODS=330 with
+#                                 POD_CIDR=10.244.0.0/22; docs/bench.md)
 #   K8S_VERSION, CNI_PLUGINS_VERSION, POD_CIDR, KUBECTL, MULTINET_CACHE_DIR
 set -euo pipefail
 
@@ -63,6 +66,7 @@ preflight() {
   [[ $MULTINET_DEPLOY == manifests || $MULTINET_DEPLOY == helm || $MULTINET_DEPLOY == host ]] || die "MULTINET_DEPLOY=$MULTINET_DEPLOY: want manifests, helm or host"
   [[ $POD_CIDR =~ ^10\.([0-9]{1,3})\.([0-9]{1,3})\.0/(1[6-9]|2[0-4])$ ]] && ((BASH_REMATCH[1] < 256 && BASH_REMATCH[2] < 256)) ||
     die "POD_CIDR=$POD_CIDR: want a 10.x.y.0/16-24 subnet (only inside this machine)"
+  [[ $KUBELET_MAX_PODS =~ ^[1-9][0-9]{0,3}$ ]] || die "KUBELET_MAX_PODS=$KUBELET_MAX_PODS: want 1 to 9999"
   [[ $NODE_NAME =~ ^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$ ]] || die "host name '$NODE_NAME' is not a valid node name"
   nodes_preflight
 }
@@ -478,6 +482,7 @@ evictionHard: {memory.available: "100Mi", nodefs.available: "1%", nodefs.inodesF
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 nodeStatusUpdateFrequency: 5s
+maxPods: $KUBELET_MAX_PODS
 # A container that exits is restarted within 10 s however often it crashed,
 # instead of kubelet's default backoff of up to 5 min (KubeletCrashLoopBackOffMax,
 # beta and on since v1.35): the tests kill multinetd on purpose, many times

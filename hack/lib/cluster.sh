@@ -62,6 +62,8 @@ esac
 # did not exist before cluster-up, with what the delegates left in them.
 DELEGATE_STATE_DIRS=(/var/lib/cni /run/cni-ipam-state /run/cni)
 POD_CIDR=${POD_CIDR:-10.244.0.0/24}
+# The kubelet's maxPods (its own default); the policy bench raises it.
+KUBELET_MAX_PODS=${KUBELET_MAX_PODS:-110}
 SERVICE_CIDR=10.96.0.0/16
 # The pod network's gateway, the mnbr0 bridge's address: POD_CIDR's first
 # address.

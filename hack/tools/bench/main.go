@@ -104,7 +104,7 @@ func parseFlags() (*options, error) {
 	flag.StringVar(&o.priority, "priority-level", "global-default", "APF priority level for the bench FlowSchemas (the one the daemon's requests get without them)")
 	flag.StringVar(&o.kubeletUser, "kubelet-user", "system:node:"+node, "the kubelet's API user, also counted (\"\" to skip)")
 	flag.StringVar(&o.kubeletPriority, "kubelet-priority-level", "system", "APF priority level the kubelet's pod and event requests get (FlowSchema system-nodes)")
-	flag.StringVar(&subnets, "subnets", "172.31.250.0/24,172.31.251.0/24", "host-local subnets of the two bench bridge networks")
+	flag.StringVar(&subnets, "subnets", "172.31.248.0/22,172.31.252.0/22", "host-local subnets of the two bench bridge networks (/22: the policy phase's 300 pods and the other phases' sandboxes)")
 	flag.StringVar(&bridges, "bridges", "mnbench-a,mnbench-b", "Linux bridges of the two bench networks")
 	flag.StringVar(&o.netnsPrefix, "netns-prefix", "mnbench-", "prefix of the bench's netns names")
 	flag.StringVar(&o.netnsPublishDir, "netns-publish-dir", "", "also bind-mount each netns here and hand CNI that path (the runtime's netns dir, for a deployed multinetd)")
