@@ -49,6 +49,8 @@ type Stats struct {
 	// Rules is the number of rules in the table, Sets of address sets and
 	// SetElements of their elements (an address range is two).
 	Rules, Sets, SetElements int
+	// Digest is what the table records of its input (Digest's value).
+	Digest string
 }
 
 // Apply makes our table in the network namespace at netnsPath (e.g.
@@ -68,7 +70,7 @@ func Apply(ctx context.Context, netnsPath string, ifaces []policy.Interface) (St
 			return Stats{}, err
 		}
 	}
-	digest, err := digestOf(ifaces)
+	digest, err := Digest(ifaces)
 	if err != nil {
 		return Stats{}, err
 	}
@@ -85,8 +87,9 @@ func Apply(ctx context.Context, netnsPath string, ifaces []policy.Interface) (St
 	if err != nil {
 		return Stats{}, fmt.Errorf("netns %s: %w", netnsPath, err)
 	}
+	stats.Digest = digest
 	if current == digest {
-		return stats, nil
+		return stats, nil // the messages rendered are never sent
 	}
 	if err := c.Flush(); err != nil {
 		return Stats{}, fmt.Errorf("netns %s: writing table inet %s: %w", netnsPath, TableName, err)
@@ -163,9 +166,12 @@ func currentDigest(c *nftables.Conn) (string, error) {
 	return "", nil
 }
 
-// digestOf returns a digest of ifaces and the rendering version: 24 hex
-// digits, so that the chain name stays within the oldest kernels' 32 bytes.
-func digestOf(ifaces []policy.Interface) (string, error) {
+// Digest returns what Apply records in the table it writes for ifaces: a
+// digest of ifaces and the rendering version, 24 hex digits (so that the
+// chain name stays within the oldest kernels' 32 bytes). Two calls with
+// equal ifaces give the same digest; a table recording it holds exactly
+// their rules. Errors: ifaces cannot be encoded.
+func Digest(ifaces []policy.Interface) (string, error) {
 	b, err := json.Marshal(struct {
 		Version string
 		Ifaces  []policy.Interface

@@ -15,6 +15,9 @@ type sandbox struct {
 	table bool
 	// rules is the number of rules of its table (metrics).
 	rules int
+	// digest is what this multinetd last wrote or found in its table
+	// (nftpolicy.Digest; "" when not known, as after a restart).
+	digest string
 }
 
 // sandboxes are the local pod sandboxes by container ID, and by pod.
@@ -74,11 +77,11 @@ func (s *sandboxes) get(id string) (sandbox, bool) {
 }
 
 // update sets what id's table holds, when id is still known.
-func (s *sandboxes) update(id string, table bool, rules int) {
+func (s *sandboxes) update(id string, table bool, rules int, digest string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sb, ok := s.byID[id]; ok {
-		sb.table, sb.rules = table, rules
+		sb.table, sb.rules, sb.digest = table, rules, digest
 	}
 }
 
@@ -89,14 +92,14 @@ func (s *sandboxes) ofPod(namespace, name string) []string {
 	return sortedKeys(s.byPod[podKey(namespace, name)])
 }
 
-// where returns the container IDs of the pods for which keep(namespace)
-// is true (nil keep: every pod).
-func (s *sandboxes) where(keep func(namespace string) bool) []string {
+// where returns the container IDs of the pods for which
+// keep(namespace, name) is true (nil keep: every pod), sorted.
+func (s *sandboxes) where(keep func(namespace, name string) bool) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []string
 	for id, sb := range s.byID {
-		if keep == nil || keep(sb.rec.PodNamespace) {
+		if keep == nil || keep(sb.rec.PodNamespace, sb.rec.PodName) {
 			out = append(out, id)
 		}
 	}

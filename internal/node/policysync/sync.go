@@ -14,6 +14,7 @@ import (
 
 	"github.com/multinet/multinet/api/k8s.cni.cncf.io/v1beta2"
 	"github.com/multinet/multinet/internal/node/kube"
+	"github.com/multinet/multinet/internal/node/nftpolicy"
 	"github.com/multinet/multinet/pkg/spec/policy"
 )
 
@@ -111,14 +112,17 @@ func (c *Controller) apply(ctx context.Context, id string, sb sandbox, pod *core
 		if err := c.opts.Writer.Remove(ctx, rec.Netns); err != nil {
 			return "", fmt.Errorf("pod %s/%s: remove the policy table from %s: %w", rec.PodNamespace, rec.PodName, rec.Netns, err)
 		}
-		c.local.update(id, false, 0)
+		c.local.update(id, false, 0, "")
 		return ResultRemoved, nil
+	}
+	if d, err := nftpolicy.Digest(ifaces); err == nil && sb.table && d == sb.digest {
+		return ResultUnchanged, nil // written by this multinetd: no netlink read
 	}
 	st, err := c.opts.Writer.Apply(ctx, rec.Netns, ifaces)
 	if err != nil {
 		return "", fmt.Errorf("pod %s/%s: write the policy rules into %s: %w", rec.PodNamespace, rec.PodName, rec.Netns, err)
 	}
-	c.local.update(id, true, st.Rules)
+	c.local.update(id, true, st.Rules, st.Digest)
 	if !st.Changed {
 		return ResultUnchanged, nil
 	}

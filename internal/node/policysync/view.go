@@ -116,32 +116,43 @@ type peers struct {
 	list  []policy.Pod // nil after a change
 }
 
-// set converts pod and keeps it; it reports whether what policy reads of
-// it changed. A network-status that does not decode gives the pod no
-// attachments.
-func (p *peers) set(pod *corev1.Pod) bool {
-	pp, _ := policy.PodFromObject(pod)
+// set converts pod and keeps it; it returns the version it replaces (had:
+// there was one) and whether what policy reads of the pod changed. A
+// network-status that does not decode gives the pod no attachments.
+func (p *peers) set(pod *corev1.Pod) (old, now policy.Pod, had, changed bool) {
+	now, _ = policy.PodFromObject(pod)
 	key := pod.Namespace + "/" + pod.Name
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.byKey == nil {
 		p.byKey = map[string]policy.Pod{}
 	}
-	old, had := p.byKey[key]
-	if had && samePeer(old, pp) {
-		return false
+	old, had = p.byKey[key]
+	if had && samePeer(old, now) {
+		return old, now, true, false
 	}
-	p.byKey[key] = pp
+	p.byKey[key] = now
 	p.list = nil
-	return true
+	return old, now, had, true
 }
 
-// remove forgets pod namespace/name.
-func (p *peers) remove(namespace, name string) {
+// remove forgets pod namespace/name and returns the version it had.
+func (p *peers) remove(namespace, name string) (old policy.Pod, had bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delete(p.byKey, namespace+"/"+name)
+	key := namespace + "/" + name
+	old, had = p.byKey[key]
+	delete(p.byKey, key)
 	p.list = nil
+	return old, had
+}
+
+// get returns pod namespace/name as policy sees it.
+func (p *peers) get(namespace, name string) (policy.Pod, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pod, ok := p.byKey[namespace+"/"+name]
+	return pod, ok
 }
 
 // all is every pod, sorted by namespace/name; the slice is shared: do not

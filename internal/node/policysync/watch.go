@@ -3,6 +3,7 @@ package policysync
 import (
 	"fmt"
 	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -12,16 +13,19 @@ import (
 )
 
 // watch registers the handlers that queue the sandboxes a change affects:
-//   - a policy's add, update or delete: the sandboxes of its namespace;
-//   - a namespace's labels, a peer's labels, network-status or named ports,
-//     a NAD's add or delete: the sandboxes of every namespace that has a
-//     policy (a peer can be in any namespace);
-//   - a local pod's labels: its own sandboxes too.
+//   - a policy's add, update or delete: the sandboxes its old or new
+//     version selects;
+//   - a pod's creation, deletion or change of what policy reads (labels,
+//     network-status, named ports): the sandboxes selected by a policy
+//     whose rules read the pod as a peer, in its old or new version
+//     (policy.ReadsPeer), and, for a pod of this node, its own sandboxes;
+//   - a namespace's labels, a NAD's add or delete: the sandboxes of every
+//     namespace that has a policy.
 func (c *Controller) watch() error {
 	if _, err := c.opts.Policies.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.policyChanged(obj, false) },
-		UpdateFunc: func(_, obj any) { c.policyChanged(obj, false) },
-		DeleteFunc: func(obj any) { c.policyChanged(obj, true) },
+		AddFunc:    func(obj any) { c.policyChanged(nil, obj, false) },
+		UpdateFunc: func(old, obj any) { c.policyChanged(old, obj, false) },
+		DeleteFunc: func(obj any) { c.policyChanged(nil, obj, true) },
 	}); err != nil {
 		return fmt.Errorf("policysync: MultiNetworkPolicy handler: %w", err)
 	}
@@ -54,8 +58,9 @@ func (c *Controller) watch() error {
 	return nil
 }
 
-// policyChanged queues the sandboxes of the policy's namespace.
-func (c *Controller) policyChanged(obj any, deleted bool) {
+// policyChanged queues the sandboxes that the policy's old or new version
+// selects.
+func (c *Controller) policyChanged(old, obj any, deleted bool) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
@@ -63,14 +68,17 @@ func (c *Controller) policyChanged(obj any, deleted bool) {
 	if !ok {
 		return
 	}
-	ids := c.local.where(func(ns string) bool { return ns == p.Namespace })
+	versions := []*v1beta2.MultiNetworkPolicy{p}
+	if o, ok := old.(*v1beta2.MultiNetworkPolicy); ok {
+		versions = append(versions, o)
+	}
 	if deleted {
 		c.report.forgetPolicy(p.Namespace + "/" + p.Name)
-	} else if len(ids) > 0 && c.synced() {
+	} else if c.synced() && len(c.local.where(func(ns, _ string) bool { return ns == p.Namespace })) > 0 {
 		// Bad input is said even when the policy selects no pod here.
 		c.report.problems("", nil, c.policyObject, policy.Check(c.cluster(""), p))
 	}
-	c.enqueue(ids)
+	c.enqueue(c.selectedBy(versions))
 }
 
 // podChanged keeps a peer's change and queues what it affects.
@@ -82,26 +90,88 @@ func (c *Controller) podChanged(obj any, deleted bool) {
 	if !ok {
 		return
 	}
-	changed := true
+	var versions []policy.Pod
 	if deleted {
-		c.peers.remove(pod.Namespace, pod.Name)
+		old, had := c.peers.remove(pod.Namespace, pod.Name)
+		if !had {
+			return
+		}
+		versions = append(versions, old)
 	} else {
-		changed = c.peers.set(pod)
+		old, now, had, changed := c.peers.set(pod)
+		if !changed {
+			return
+		}
+		if versions = append(versions, now); had {
+			versions = append(versions, old)
+		}
+		if pod.Spec.NodeName == c.opts.NodeName {
+			c.enqueue(c.local.ofPod(pod.Namespace, pod.Name))
+		}
 	}
-	if !changed {
-		return
+	if !c.synced() {
+		return // Run queues every sandbox once the informers have listed
 	}
-	if pod.Spec.NodeName == c.opts.NodeName && !deleted {
-		c.enqueue(c.local.ofPod(pod.Namespace, pod.Name))
+	c.enqueue(c.readersOf(versions))
+}
+
+// readersOf returns the local sandboxes selected by a policy whose rules
+// read one of versions (of one pod) as a peer.
+func (c *Controller) readersOf(versions []policy.Pod) []string {
+	var readers []*v1beta2.MultiNetworkPolicy
+	nsLabels := c.namespaceLabels(versions[0].Namespace)
+	for _, o := range c.opts.Policies.GetStore().List() {
+		p, ok := o.(*v1beta2.MultiNetworkPolicy)
+		if ok && slices.ContainsFunc(versions, func(v policy.Pod) bool { return policy.ReadsPeer(p, v, nsLabels) }) {
+			readers = append(readers, p)
+		}
 	}
-	c.enqueueGoverned()
+	return c.selectedBy(readers)
+}
+
+// selectedBy returns the local sandboxes whose pod one of policies
+// selects, and those whose pod the cluster-wide informer does not have
+// (its labels are not known here).
+func (c *Controller) selectedBy(policies []*v1beta2.MultiNetworkPolicy) []string {
+	if len(policies) == 0 {
+		return nil
+	}
+	byNamespace := map[string][]*v1beta2.MultiNetworkPolicy{}
+	for _, p := range policies {
+		byNamespace[p.Namespace] = append(byNamespace[p.Namespace], p)
+	}
+	return c.local.where(func(namespace, name string) bool {
+		ps := byNamespace[namespace]
+		if len(ps) == 0 {
+			return false
+		}
+		pod, known := c.peers.get(namespace, name)
+		return !known || slices.ContainsFunc(ps, func(p *v1beta2.MultiNetworkPolicy) bool {
+			ok, _ := policy.Selects(p, pod)
+			return ok
+		})
+	})
+}
+
+// namespaceLabels returns namespace ns's labels from the informer (nil
+// when it does not have it).
+func (c *Controller) namespaceLabels(ns string) map[string]string {
+	obj, ok, err := c.opts.Namespaces.GetStore().GetByKey(ns)
+	if err != nil || !ok {
+		return nil
+	}
+	n, _ := obj.(*corev1.Namespace)
+	if n == nil {
+		return nil
+	}
+	return n.Labels
 }
 
 // enqueueGoverned queues the sandboxes of every namespace that has a
 // policy.
 func (c *Controller) enqueueGoverned() {
 	idx := c.opts.Policies.GetIndexer()
-	c.enqueue(c.local.where(func(ns string) bool {
+	c.enqueue(c.local.where(func(ns, _ string) bool {
 		objs, err := idx.ByIndex(cache.NamespaceIndex, ns)
 		return err == nil && len(objs) > 0
 	}))
