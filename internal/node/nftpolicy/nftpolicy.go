@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -78,12 +79,16 @@ func Apply(ctx context.Context, netnsPath string, ifaces []policy.Interface) (St
 	if err != nil {
 		return Stats{}, err
 	}
-	defer closeConn()
-	current, err := currentDigest(c)
+	// Closing an nftables socket waits for the kernel to free what the
+	// last transaction replaced (an RCU grace period, milliseconds): the
+	// rules are in place once Flush returns, so the close does not hold
+	// up the caller (an ADD).
+	defer func() { go closeConn() }()
+	current, exists, err := currentDigest(c)
 	if err != nil {
 		return Stats{}, fmt.Errorf("netns %s: reading table inet %s: %w", netnsPath, TableName, err)
 	}
-	stats, err := render(c, ifaces, digest)
+	stats, err := render(c, ifaces, digest, exists)
 	if err != nil {
 		return Stats{}, fmt.Errorf("netns %s: %w", netnsPath, err)
 	}
@@ -113,7 +118,7 @@ func Remove(ctx context.Context, netnsPath string) error {
 	if err != nil {
 		return err
 	}
-	defer closeConn()
+	defer func() { go closeConn() }() // as in Apply
 	t := &nftables.Table{Family: nftables.TableFamilyINet, Name: TableName}
 	c.AddTable(t) // adding an existing table is no error: the delete never fails on a missing one
 	c.DelTable(t)
@@ -151,19 +156,30 @@ func open(ctx context.Context, path string) (*nftables.Conn, func(), error) {
 	return c, func() { _ = c.CloseLasting(); _ = f.Close() }, nil
 }
 
-// currentDigest returns the digest our table records, "" when there is no
-// table.
-func currentDigest(c *nftables.Conn) (string, error) {
+// currentDigest returns the digest our table records ("" when none) and
+// whether the table exists.
+func currentDigest(c *nftables.Conn) (digest string, exists bool, err error) {
 	chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	for _, ch := range chains {
-		if ch.Table != nil && ch.Table.Name == TableName && strings.HasPrefix(ch.Name, digestPrefix) {
-			return strings.TrimPrefix(ch.Name, digestPrefix), nil
+		if ch.Table == nil || ch.Table.Name != TableName {
+			continue
+		}
+		exists = true
+		if strings.HasPrefix(ch.Name, digestPrefix) {
+			return strings.TrimPrefix(ch.Name, digestPrefix), true, nil
 		}
 	}
-	return "", nil
+	if !exists {
+		tables, err := c.ListTablesOfFamily(nftables.TableFamilyINet)
+		if err != nil {
+			return "", false, err
+		}
+		exists = slices.ContainsFunc(tables, func(t *nftables.Table) bool { return t.Name == TableName })
+	}
+	return "", exists, nil
 }
 
 // Digest returns what Apply records in the table it writes for ifaces: a

@@ -5,12 +5,15 @@ import (
 	"errors"
 	"net/netip"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/google/nftables"
 	v1beta2 "github.com/multinet/multinet/api/k8s.cni.cncf.io/v1beta2"
 	"github.com/multinet/multinet/internal/node/nftpolicy"
+	"github.com/multinet/multinet/internal/testing/cnitest"
 	"github.com/multinet/multinet/pkg/spec/policy"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -268,5 +271,55 @@ func TestNotANetns(t *testing.T) {
 	cancel()
 	if _, err := nftpolicy.Apply(ctx, "/proc/self/ns/net", ifaces); !errors.Is(err, context.Canceled) {
 		t.Errorf("Apply with a canceled ctx: %v, want context.Canceled", err)
+	}
+}
+
+// TestApplyReplacesATableWithoutDigest: a table of our name that records
+// no digest (an empty one, or one with a chain of its own, as a crash or
+// another writer could leave) is replaced whole: afterwards it holds our
+// chains only, and Apply again finds it unchanged.
+func TestApplyReplacesATableWithoutDigest(t *testing.T) {
+	cnitest.RequireRoot(t)
+	ifaces := []policy.Interface{{Name: "net1", Ingress: policy.Direction{Isolated: true}}}
+	for _, stale := range []string{"", "stale"} {
+		n := cnitest.NewNS(t)
+		f, err := os.Open(n.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		c, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
+		if err != nil {
+			t.Fatal(err)
+		}
+		table := c.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: nftpolicy.TableName})
+		if stale != "" {
+			c.AddChain(&nftables.Chain{Name: stale, Table: table})
+		}
+		if err := c.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		st, err := nftpolicy.Apply(context.Background(), n.Path(), ifaces)
+		if err != nil || !st.Changed {
+			t.Fatalf("Apply over a table without digest (chain %q): %+v, %v; want changed", stale, st, err)
+		}
+		chains, err := c.ListChainsOfTableFamily(nftables.TableFamilyINet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, ch := range chains {
+			if ch.Table.Name == nftpolicy.TableName {
+				names = append(names, ch.Name)
+			}
+		}
+		want := []string{"digest-" + st.Digest, "ingress-net1", "input", "output"}
+		slices.Sort(names)
+		if !slices.Equal(names, want) {
+			t.Errorf("chains after Apply over a table with chain %q: %q, want %q", stale, names, want)
+		}
+		if again, err := nftpolicy.Apply(context.Background(), n.Path(), ifaces); err != nil || again.Changed {
+			t.Errorf("Apply again: %+v, %v; want unchanged", again, err)
+		}
 	}
 }

@@ -30,12 +30,15 @@ type renderer struct {
 	stats  Stats
 }
 
-// render queues, on c, the replacement of our table by one holding the
-// rules for ifaces and an empty chain named after digest. Nothing is sent.
-func render(c *nftables.Conn, ifaces []policy.Interface, digest string) (Stats, error) {
+// render queues, on c, our table holding the rules for ifaces and an empty
+// chain named after digest; replace: the table exists and is deleted first,
+// in the same batch. Nothing is sent.
+func render(c *nftables.Conn, ifaces []policy.Interface, digest string, replace bool) (Stats, error) {
 	r := &renderer{c: c, table: &nftables.Table{Family: nftables.TableFamilyINet, Name: TableName}}
-	c.AddTable(r.table) // so that the delete finds one
-	c.DelTable(r.table)
+	if replace {
+		c.AddTable(r.table) // so that the delete finds one, should it be gone
+		c.DelTable(r.table)
+	}
 	c.AddTable(r.table)
 	input := c.AddChain(&nftables.Chain{Name: "input", Table: r.table, Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter})
