@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/multinet/multinet/internal/node/cniserver/api"
+	"github.com/multinet/multinet/internal/node/hotplug"
+	"github.com/multinet/multinet/internal/node/kube"
 	"github.com/multinet/multinet/internal/node/policysync"
 	"github.com/multinet/multinet/internal/node/state"
 	"github.com/multinet/multinet/pkg/spec/policy"
@@ -33,6 +35,7 @@ type enforceCall struct {
 	pod      string
 	netns    string
 	ifNames  []string // the record's added attachments
+	planned  []string // the record's planned attachments (a hot-plug's, before its delegates)
 	links    []string // the interfaces in the netns then
 	complete bool     // the stored record was complete then (ADD had answered)
 }
@@ -43,8 +46,11 @@ func (r *recordingEnforcer) Enforce(_ context.Context, pod *corev1.Pod, rec *sta
 		c.pod = pod.Namespace + "/" + pod.Name
 	}
 	for _, a := range rec.Attachments {
-		if a.Phase == state.PhaseAdded {
+		switch a.Phase {
+		case state.PhaseAdded:
 			c.ifNames = append(c.ifNames, a.IfName)
+		case state.PhasePlanned:
+			c.planned = append(c.planned, a.IfName)
 		}
 	}
 	if stored, err := r.e.store.Load(rec.ContainerID); err == nil {
@@ -98,11 +104,20 @@ func TestAddEnforcesNetworkPolicyBeforeAnswering(t *testing.T) {
 		t.Error("at Enforce the stored record was already complete: the rules must be in place before ADD answers")
 	}
 
-	// A hot-plug puts the rules in place for the new attachment too.
+	// A hot-plug puts the rules in place for the new attachment before its
+	// delegate makes the interface (the record has it planned, the netns
+	// has no net2 yet), and again once it is added.
 	e.bridgeNAD("green")
 	pod, _ = e.mustHotPlug(pod, "blue,green")
-	if enforced, _ = rec.calls(); len(enforced) != 2 || !slices.Contains(enforced[1].ifNames, "net2") {
-		t.Errorf("after hot-plugging green: Enforce calls %+v, want a second one with net2", enforced)
+	enforced, _ = rec.calls()
+	if len(enforced) != 3 {
+		t.Fatalf("after hot-plugging green: Enforce calls %+v, want two more (before and after its delegate)", enforced)
+	}
+	if before := enforced[1]; !slices.Equal(before.planned, []string{"net2"}) || slices.Contains(before.links, "net2") {
+		t.Errorf("first hot-plug Enforce: planned %q, links %q; want net2 planned and not yet in the netns", before.planned, before.links)
+	}
+	if after := enforced[2]; !slices.Contains(after.ifNames, "net2") || len(after.planned) != 0 {
+		t.Errorf("second hot-plug Enforce: added %q, planned %q; want net2 added", after.ifNames, after.planned)
 	}
 
 	e.del("c1", pod)
@@ -171,3 +186,44 @@ func (f enforcerFunc) Enforce(ctx context.Context, pod *corev1.Pod, rec *state.R
 	return f(ctx, pod, rec)
 }
 func (enforcerFunc) Release(context.Context, string, string) error { return nil }
+
+// TestHotPlugFailsWhenPolicyCannotBeEnforcedFirst: when the rules of the
+// hot-plugged interfaces cannot be put in place before their delegates
+// run, nothing is attached (no delegate ADD, no interface, not in the
+// record), the pod gets a HotPlugFailed Warning and the hot-plug fails to
+// be retried; the interfaces the pod had are kept.
+func TestHotPlugFailsWhenPolicyCannotBeEnforcedFirst(t *testing.T) {
+	rec := &recordingEnforcer{}
+	e := newEnv(t, func(o *envOptions) { o.NetworkPolicy = rec })
+	rec.e = e
+	e.bridgeNAD("blue")
+	pod := e.podWithNetworks("blue")
+	e.add("c1", pod)
+	e.bridgeNAD("green")
+	e.exec.reset()
+	rec.mu.Lock()
+	rec.err = errors.New("nftables: boom")
+	rec.mu.Unlock()
+
+	_, _, err := e.hotPlug(pod, "blue,green")
+	var hpErr *hotplug.Error
+	if !errors.As(err, &hpErr) || !hpErr.Retry {
+		t.Fatalf("hot-plug = %v, want a hotplug.Error to retry", err)
+	}
+	if calls := e.exec.of(""); len(calls) != 0 {
+		t.Errorf("delegate calls %+v, want none: the rules were not in place", calls)
+	}
+	e.wantLinks("eth0", "net1")
+	r, err := e.store.Load("c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range r.Attachments {
+		if a.Network == podNS+"/green" {
+			t.Errorf("record keeps green (%s, %s) after the refused hot-plug", a.IfName, a.Phase)
+		}
+	}
+	if len(e.events.of(corev1.EventTypeWarning, kube.ReasonHotPlugFailed)) == 0 {
+		t.Error("no HotPlugFailed Warning Event")
+	}
+}

@@ -444,6 +444,15 @@ func (h *hotPlug) attach(ctx context.Context, elems []selection.Element, added [
 		h.rec.Attachments = h.rec.Attachments[:first]
 		return false
 	}
+	if !h.enforceBeforeAttach(ctx) {
+		for _, f := range files {
+			if f != "" {
+				_ = devinfo.RemoveFile(f)
+			}
+		}
+		h.rec.Attachments = h.rec.Attachments[:first] // no delegate ran; done saves the record without them
+		return true
+	}
 	gone := map[int]bool{}
 	for k := range planned {
 		if !h.attachOne(ctx, &planned[k], first+k, files[k]) {
@@ -595,6 +604,25 @@ func (h *hotPlug) done(ctx context.Context, changed bool) (attempted bool, err e
 		return attempted, nil
 	}
 	return attempted, &Error{Retry: len(h.failed) > 0, Err: errors.Join(errs...)}
+}
+
+// enforceBeforeAttach puts the sandbox's MultiNetworkPolicy rules in
+// place for its planned attachments before their delegates make the
+// interfaces (policysync.TargetPod counts a planned attachment), so that a
+// pod a policy selects is never reachable on a hot-plugged interface
+// without its rules. When they cannot be written, it reports false with a
+// Warning Event and the hot-plug fails (retried): nothing is attached.
+func (h *hotPlug) enforceBeforeAttach(ctx context.Context) bool {
+	if h.hp.opts.NetworkPolicy == nil {
+		return true
+	}
+	err := h.hp.opts.NetworkPolicy.Enforce(ctx, h.pod, h.rec)
+	if err == nil {
+		return true
+	}
+	h.failed = append(h.failed, fmt.Errorf("network policy of the new interfaces: %w", err))
+	h.hp.warningEvent(h.pod, kube.ReasonHotPlugFailed, "add networks: the network policy rules of the new interfaces cannot be put in place, nothing attached (retried): %v", err)
+	return false
 }
 
 // enforcePolicy puts the sandbox's MultiNetworkPolicy rules in place for

@@ -54,8 +54,10 @@ type Publisher interface {
 }
 
 // PolicyEnforcer puts the MultiNetworkPolicy rules of a sandbox in place
-// for its attachments as recorded (policysync.Controller, as the engine's
-// attach.PolicyEnforcer); called holding the sandbox's lock.
+// for its attachments as recorded, planned ones included
+// (policysync.Controller, as the engine's attach.PolicyEnforcer); called
+// holding the sandbox's lock, before the delegates of the added
+// attachments run and again after them.
 type PolicyEnforcer interface {
 	Enforce(ctx context.Context, pod *corev1.Pod, rec *state.Record) error
 }

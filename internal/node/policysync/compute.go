@@ -69,12 +69,15 @@ func (c *Controller) cluster(namespace string) policy.Cluster {
 // addresses) mapped as its network-status entries are
 // (status.FromResult, then policy.PodFromObject, as kubectl multinet
 // explain maps the published annotation), so that multinetd and explain
-// agree. The default network and the auxiliary chain are left out.
+// agree. The default network and the auxiliary chain are left out. An
+// attachment still planned (a hot-plug about to run its delegates) counts
+// as its interface name without addresses, so that its rules are in place
+// before the delegate makes the interface.
 // Errors: a recorded result cannot be read.
 func TargetPod(pod *corev1.Pod, rec *state.Record) (policy.Pod, error) {
 	var list []status.NetworkStatus
 	for _, a := range rec.Attachments {
-		if a.Default || a.Auxiliary || a.Detach || a.Phase != state.PhaseAdded {
+		if a.Default || a.Auxiliary || a.Detach || a.Phase != state.PhaseAdded && a.Phase != state.PhasePlanned {
 			continue
 		}
 		res, err := recordedResult(a.Result)

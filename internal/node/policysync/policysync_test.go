@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/multinet/multinet/api/k8s.cni.cncf.io/v1beta2"
+	"github.com/multinet/multinet/internal/node/state"
 	"github.com/multinet/multinet/pkg/spec/policy"
 )
 
@@ -275,5 +276,35 @@ func TestChangesSyncOnlyWhatTheyRead(t *testing.T) {
 	}
 	if got := c.selectedBy([]*v1beta2.MultiNetworkPolicy{pol}); !slices.Equal(got, []string{"ghost-1", "web-1"}) {
 		t.Errorf("sandboxes the policy selects with a pod the informer does not have: %q, want [ghost-1 web-1]", got)
+	}
+}
+
+// TestPlannedAttachmentGetsRulesFirst: an attachment a hot-plug has
+// planned and whose delegate has not run (no interface yet, no result)
+// gets its rules in the table already, so that the interface is filtered
+// from the moment the delegate makes it.
+func TestPlannedAttachmentGetsRulesFirst(t *testing.T) {
+	e := newEnv(t)
+	e.policy(clientsPolicy())
+	c, _ := e.controller()
+	web := e.pod(e.ns, "web", node, map[string]string{"app": "web"}, "")
+	rec, netns := e.sandbox("web-1", web, "10.9.0.5", "")
+	rec.Attachments = append(rec.Attachments, state.Attachment{Network: e.ns + "/net", IfName: "net2", Phase: state.PhasePlanned, HotPlugged: true})
+	if err := c.Enforce(context.Background(), web, rec); err != nil {
+		t.Fatal(err)
+	}
+	if !hasTable(t, netns) {
+		t.Fatal("no table")
+	}
+	e.writer.mu.Lock()
+	defer e.writer.mu.Unlock()
+	var isolated []string
+	for _, in := range e.writer.last[rec.Netns] {
+		if in.Ingress.Isolated {
+			isolated = append(isolated, in.Name)
+		}
+	}
+	if !slices.Equal(isolated, []string{"net1", "net2"}) {
+		t.Errorf("interfaces isolated in the table: %q, want net1 and the planned net2", isolated)
 	}
 }
