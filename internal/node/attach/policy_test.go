@@ -40,6 +40,15 @@ type enforceCall struct {
 	complete bool     // the stored record was complete then (ADD had answered)
 }
 
+// newPolicyEnv is an env whose engine and hot-plug have a
+// recordingEnforcer returning err.
+func newPolicyEnv(t *testing.T, err error) (*env, *recordingEnforcer) {
+	rec := &recordingEnforcer{err: err}
+	e := newEnv(t, func(o *envOptions) { o.NetworkPolicy = rec })
+	rec.e = e
+	return e, rec
+}
+
 func (r *recordingEnforcer) Enforce(_ context.Context, pod *corev1.Pod, rec *state.Record) error {
 	c := enforceCall{netns: rec.Netns, links: r.e.links()}
 	if pod != nil {
@@ -82,9 +91,7 @@ func (r *recordingEnforcer) calls() ([]enforceCall, [][2]string) {
 // at creation is never reachable without its rules; DEL and hot-plug call
 // it too. Without the hook no call is made.
 func TestAddEnforcesNetworkPolicyBeforeAnswering(t *testing.T) {
-	rec := &recordingEnforcer{}
-	e := newEnv(t, func(o *envOptions) { o.NetworkPolicy = rec })
-	rec.e = e
+	e, rec := newPolicyEnv(t, nil)
 	e.bridgeNAD("blue")
 	pod := e.podWithNetworks("blue")
 	e.add("c1", pod)
@@ -130,9 +137,7 @@ func TestAddEnforcesNetworkPolicyBeforeAnswering(t *testing.T) {
 // be put in place, ADD fails with CNI error 11 (try again later) and tears
 // its attachments down: the pod never runs unprotected.
 func TestAddFailsWhenPolicyCannotBeEnforced(t *testing.T) {
-	rec := &recordingEnforcer{err: errors.New("nftables: boom")}
-	e := newEnv(t, func(o *envOptions) { o.NetworkPolicy = rec })
-	rec.e = e
+	e, _ := newPolicyEnv(t, errors.New("nftables: boom"))
 	e.bridgeNAD("blue")
 	pod := e.podWithNetworks("blue")
 	_, err := e.eng.Add(context.Background(), e.req(api.CmdAdd, "c1", pod))
@@ -193,9 +198,7 @@ func (enforcerFunc) Release(context.Context, string, string) error { return nil 
 // record), the pod gets a HotPlugFailed Warning and the hot-plug fails to
 // be retried; the interfaces the pod had are kept.
 func TestHotPlugFailsWhenPolicyCannotBeEnforcedFirst(t *testing.T) {
-	rec := &recordingEnforcer{}
-	e := newEnv(t, func(o *envOptions) { o.NetworkPolicy = rec })
-	rec.e = e
+	e, rec := newPolicyEnv(t, nil)
 	e.bridgeNAD("blue")
 	pod := e.podWithNetworks("blue")
 	e.add("c1", pod)

@@ -283,15 +283,7 @@ func TestApplyReplacesATableWithoutDigest(t *testing.T) {
 	ifaces := []policy.Interface{{Name: "net1", Ingress: policy.Direction{Isolated: true}}}
 	for _, stale := range []string{"", "stale"} {
 		n := cnitest.NewNS(t)
-		f, err := os.Open(n.Path())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		c, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
-		if err != nil {
-			t.Fatal(err)
-		}
+		c, _ := cnitest.NFTables(t, n)
 		table := c.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: nftpolicy.TableName})
 		if stale != "" {
 			c.AddChain(&nftables.Chain{Name: stale, Table: table})

@@ -239,15 +239,8 @@ func (e *env) sandbox(id string, pod *corev1.Pod, addr, result string) (*state.R
 // hasTable reports whether multinetd's table is in netns.
 func hasTable(t *testing.T, netns ns.NetNS) bool {
 	t.Helper()
-	f, err := os.Open(netns.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	c, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, closeNetns := cnitest.NFTables(t, netns)
+	defer closeNetns()
 	tables, err := c.ListTablesOfFamily(nftables.TableFamilyINet)
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
+	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -224,4 +225,23 @@ func ScriptPlugin(t testing.TB, dir, name, body string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// NFTables returns an nftables connection into network namespace n and a
+// function that closes the namespace's file (call it when done, as in a
+// polling loop; it is idempotent and also runs when t ends).
+func NFTables(t testing.TB, n ns.NetNS) (*nftables.Conn, func()) {
+	t.Helper()
+	f, err := os.Open(n.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	closeFile := func() { once.Do(func() { _ = f.Close() }) }
+	t.Cleanup(closeFile)
+	c, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
+	if err != nil {
+		t.Fatalf("nftables in netns %s: %v", n.Path(), err)
+	}
+	return c, closeFile
 }
