@@ -155,7 +155,7 @@ func (b *bench) policyPhase(ctx context.Context) error {
 		return fmt.Errorf("policy phase: only %d pods fit (%s); want at least %d", r.pods, r.fit, po.count+policyMovers)
 	}
 	if r.fit != "" {
-		logf("policy: %d of %d pods fit: %s", r.pods, po.pods, r.fit)
+		logf("policy: %d of %d pods fit: %s (a local cluster started with POD_CIDR=10.244.0.0/22 KUBELET_MAX_PODS=330 takes 300; docs/bench.md)", r.pods, po.pods, r.fit)
 	}
 	pods, err := b.policyAttach(ctx, r.pods)
 	defer b.policyDetach(context.WithoutCancel(ctx), pods)
