@@ -168,7 +168,7 @@ func (op *addOp) attachAll(ctx context.Context) ([]types.Result, error) {
 			}
 			rec.Attachments[i].ConfList = a.ConfList.Bytes
 		}
-		res, err := e.runAdd(ctx, cni, a, req, req.Args)
+		res, err := e.runAdd(ctx, cni, a, req)
 		if err != nil {
 			alog.Error(err, "delegate ADD failed")
 			return nil, e.failAdd(ctx, req, rec, p, i, err)
@@ -340,11 +340,11 @@ func (e *Engine) saveUnattempted(req *cnirequest.Request) error {
 // runAdd runs one delegate ADD with the delegate timeout. A delegate that
 // does not answer in time fails with an error naming the network and what
 // ran out (delegateErr).
-func (e *Engine) runAdd(ctx context.Context, cni *libcni.CNIConfig, a *netconf.Attachment, req *cnirequest.Request, args podArgs) (types.Result, error) {
+func (e *Engine) runAdd(ctx context.Context, cni *libcni.CNIConfig, a *netconf.Attachment, req *cnirequest.Request) (types.Result, error) {
 	ctx, cancel := delegateContext(ctx, e.opts.DelegateTimeout, "delegateTimeout")
 	defer cancel()
 	start := time.Now()
-	rt := a.RuntimeConf(req.ContainerID, req.Netns, args.Pairs)
+	rt := a.RuntimeConf(req.ContainerID, req.Netns, req.Args.Pairs)
 	rt.Args = append(rt.Args, cnirequest.NetworkNamespaceArg(a.NetworkKey))
 	res, err := cni.AddNetworkList(ctx, a.ConfList, rt)
 	e.observe("ADD", a.ConfList, start, err)

@@ -80,7 +80,7 @@ func (hp *HotPlugPort) Prepare(cniPath, containerID string, a netconf.Attachment
 // AddAttachment runs the delegate ADD of a in req's sandbox (req.Args the
 // recorded CNI_ARGS) with the delegate timeout.
 func (hp *HotPlugPort) AddAttachment(ctx context.Context, req *cnirequest.Request, a *netconf.Attachment) (types.Result, error) {
-	return hp.e.runAdd(ctx, hp.e.cniFor(req.CNIPath), a, req, req.Args)
+	return hp.e.runAdd(ctx, hp.e.cniFor(req.CNIPath), a, req)
 }
 
 // DelAttachment runs the delegate DEL of a in req's sandbox within the

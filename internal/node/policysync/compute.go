@@ -94,13 +94,13 @@ func TargetPod(pod *corev1.Pod, rec *state.Record) (policy.Pod, error) {
 	if err != nil {
 		return policy.Pod{}, fmt.Errorf("container %s: network-status: %w", rec.ContainerID, err)
 	}
-	p := pod.DeepCopy()
+	p := *pod // PodFromObject reads it; only the annotations are changed
 	p.Annotations = maps.Clone(p.Annotations)
 	if p.Annotations == nil {
 		p.Annotations = map[string]string{}
 	}
 	p.Annotations[status.Annotation] = value
-	return policy.PodFromObject(p)
+	return policy.PodFromObject(&p)
 }
 
 // recordedResult decodes a recorded CNI result (any version; nil when

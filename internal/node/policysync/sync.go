@@ -115,8 +115,10 @@ func (c *Controller) apply(ctx context.Context, id string, sb sandbox, pod *core
 		c.local.update(id, false, 0, "")
 		return ResultRemoved, nil
 	}
-	if d, err := nftpolicy.Digest(ifaces); err == nil && sb.table && d == sb.digest {
-		return ResultUnchanged, nil // written by this multinetd: no netlink read
+	if sb.table && sb.digest != "" {
+		if d, err := nftpolicy.Digest(ifaces); err == nil && d == sb.digest {
+			return ResultUnchanged, nil // written by this multinetd: no netlink read
+		}
 	}
 	st, err := c.opts.Writer.Apply(ctx, rec.Netns, ifaces)
 	if err != nil {
